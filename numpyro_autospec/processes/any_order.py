@@ -1,0 +1,206 @@
+"""Any-order autoregressive sampling on :math:`[q]^n` as a process (ALGORITHM.md, 2a).
+
+The oracle is ``log_marginals(x, mask) -> [n, q]`` with
+:math:`\\log \\mu(X_i = v \\mid X_{\\text{mask}} = x_{\\text{mask}})` in row ``i``.  A uniformly
+random order :math:`\\sigma` of the free (unobserved) sites is drawn per sample; observed sites
+are pinned first and never sampled, so the sampler draws from
+:math:`\\mu(X_{\\text{free}} \\mid X_{\\text{obs}})` (infilling).  Step ``k`` fixes site
+:math:`\\sigma(P + k)` where ``P`` is the number of observed sites.
+
+* target: row :math:`\\sigma(P+k)` of ``log_marginals(x, {sigma(<P+k)})``;
+* speculation for the block :math:`S = [a, a+m)`: the product of the rows
+  :math:`\\sigma(P+a), \\dots, \\sigma(P+a+m-1)` of the single query ``O_a`` at the block's start.
+
+With a consistent oracle the output law is exactly :math:`\\mu` (conditioned on the observed
+sites); with an inconsistent (learned) oracle it is exactly the law of sequential any-order
+sampling with the same random order, :math:`\\prod_k p(x_{\\sigma(k)} \\mid x_{\\sigma(<k)})`.
+
+Reference: Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869 (2025).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+
+from numpyro_autospec.oracles.validation import check_permutation, check_values_in_support
+
+__all__ = ["AnyOrderProcess", "AnyOrderState"]
+
+
+class AnyOrderState(NamedTuple):
+    """State of one any-order draw.
+
+    ``values[i]`` is the value of site ``i`` (meaningful once the site is fixed),
+    ``order[j]`` the site fixed at position ``j`` (observed sites first), ``rank`` its inverse.
+    """
+
+    values: Array
+    order: Array
+    rank: Array
+
+
+class AnyOrderProcess:
+    """Any-order sampling from ``log_marginals`` over ``num_positions`` sites and
+    ``num_categories`` values, optionally with observed (pinned) sites and a fixed order.
+
+    Parameters
+    ----------
+    log_marginals:
+        the oracle, a JAX-traceable ``(x: int32[n], mask: bool[n]) -> float[n, q]``.
+    num_positions, num_categories:
+        ``n`` and ``q``.
+    observed_values, observed_mask:
+        concrete arrays of shape ``[n]``; sites with ``observed_mask`` True are pinned to
+        ``observed_values`` (which must lie in ``[0, q)`` there).  The mask must be concrete
+        because the number of steps ``n - #observed`` is static.
+    order:
+        a fixed permutation of ``range(n)`` instead of a uniformly random order (free sites are
+        fixed in the order they appear in it; observed sites still come first).
+    name:
+        site name used in error messages.
+
+    Example
+    -------
+    >>> import jax, jax.numpy as jnp
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> process = AnyOrderProcess(CurieWeissOracle(8, beta=1.0), 8, 2)
+    >>> x = process.init(jax.random.PRNGKey(0))
+    >>> process.query(x, 0).shape
+    (8, 2)
+    """
+
+    final_query = False
+
+    def __init__(
+        self,
+        log_marginals: Callable[[Array, Array], Array],
+        num_positions: int,
+        num_categories: int,
+        *,
+        observed_values=None,
+        observed_mask=None,
+        order=None,
+        name: str = "x",
+    ) -> None:
+        n, q = int(num_positions), int(num_categories)
+        if n < 1 or q < 1:
+            raise ValueError(f"site {name!r}: need num_positions >= 1 and num_categories >= 1")
+        self.log_marginals = log_marginals
+        self.num_positions = n
+        self.num_categories = q
+        self.name = name
+        if observed_mask is None:
+            if observed_values is not None:
+                raise ValueError(f"site {name!r}: observed_values given without observed_mask")
+            mask = np.zeros(n, dtype=bool)
+            values = np.zeros(n, dtype=np.int32)
+        else:
+            if isinstance(observed_mask, jax.core.Tracer):
+                raise ValueError(
+                    f"site {name!r}: observed_mask must be concrete (not traced): the number "
+                    "of sampled steps is a static shape"
+                )
+            mask = np.asarray(observed_mask)
+            if mask.shape != (n,) or mask.dtype != np.bool_:
+                raise ValueError(
+                    f"site {name!r}: observed_mask must be a bool array of shape ({n},), "
+                    f"got {mask.dtype} {mask.shape}"
+                )
+            if observed_values is None:
+                raise ValueError(f"site {name!r}: observed_mask given without observed_values")
+            if isinstance(observed_values, jax.core.Tracer):
+                values = observed_values
+                if values.shape != (n,):
+                    raise ValueError(
+                        f"site {name!r}: observed_values must have shape ({n},), "
+                        f"got {values.shape}"
+                    )
+            else:
+                values = np.asarray(observed_values)
+                if values.shape != (n,):
+                    raise ValueError(
+                        f"site {name!r}: observed_values must have shape ({n},), "
+                        f"got {values.shape}"
+                    )
+                check_values_in_support(np.where(mask, values, 0), q, name=name)
+        self.observed_mask = mask
+        self.observed_values = jnp.where(jnp.asarray(mask), jnp.asarray(values), 0).astype(
+            jnp.int32
+        )
+        self.num_observed = int(mask.sum())
+        self.num_steps = n - self.num_observed
+        self._observed_sites = np.flatnonzero(mask).astype(np.int32)
+        self._free_sites = np.flatnonzero(~mask).astype(np.int32)
+        if order is None:
+            self.order = None
+        else:
+            order = np.asarray(order)
+            check_permutation(order, n, name=f"order of site {name!r}")
+            self.order = order[~mask[order]].astype(np.int32)
+
+    # -- state ---------------------------------------------------------------------------
+    def init(self, key: Array) -> AnyOrderState:
+        """Draw the order (observed sites first, then a uniformly random permutation of the
+        free sites, or the fixed order) and place the observed values."""
+        if self.order is None:
+            free = jax.random.permutation(key, jnp.asarray(self._free_sites))
+        else:
+            free = jnp.asarray(self.order)
+        order = jnp.concatenate([jnp.asarray(self._observed_sites), free]).astype(jnp.int32)
+        rank = jnp.zeros(self.num_positions, jnp.int32).at[order].set(
+            jnp.arange(self.num_positions, dtype=jnp.int32)
+        )
+        return AnyOrderState(values=self.observed_values, order=order, rank=rank)
+
+    def _site(self, x: AnyOrderState, k: Array) -> Array:
+        return x.order[self.num_observed + k]
+
+    def _block(self, x: AnyOrderState, a: Array, m: Array) -> Array:
+        start = self.num_observed + a
+        return (x.rank >= start) & (x.rank < start + m)
+
+    # -- oracle --------------------------------------------------------------------------
+    def query(self, x: AnyOrderState, k: Array) -> Array:
+        """``log_marginals`` given the sites fixed before step ``k``."""
+        return self.log_marginals(x.values, x.rank < self.num_observed + k)
+
+    def reduce(self, x: AnyOrderState, k: Array, answer: Array) -> Array:
+        """The row of the site fixed at step ``k``: log-probabilities over its ``q`` values."""
+        return answer[self._site(x, k)]
+
+    # -- target ----------------------------------------------------------------------------
+    def target_logp(self, x: AnyOrderState, k: Array, reduced: Array) -> Array:
+        return reduced[x.values[self._site(x, k)]]
+
+    def target_sample(self, key: Array, x: AnyOrderState, k: Array, reduced: Array):
+        value = jax.random.categorical(key, reduced).astype(jnp.int32)
+        return x._replace(values=x.values.at[self._site(x, k)].set(value))
+
+    # -- speculation -----------------------------------------------------------------------
+    def spec_sample(self, key: Array, x: AnyOrderState, a: Array, m: Array, answer: Array):
+        """Draw every site of the block independently from its row of ``answer``."""
+        draw = jax.random.categorical(key, answer, axis=-1).astype(jnp.int32)
+        return x._replace(values=jnp.where(self._block(x, a, m), draw, x.values))
+
+    def spec_logp(self, x: AnyOrderState, a: Array, m: Array, answer: Array) -> Array:
+        picked = jnp.take_along_axis(answer, x.values[:, None], axis=-1)[:, 0]
+        return jnp.sum(jnp.where(self._block(x, a, m), picked, 0.0))
+
+    # -- discrete-step extras (verification) -------------------------------------------------
+    def spec_reduce(self, x: AnyOrderState, k: Array, answer: Array) -> Array:
+        return answer[self._site(x, k)]
+
+    def step_value(self, x: AnyOrderState, k: Array) -> Array:
+        return x.values[self._site(x, k)]
+
+    def set_step_value(self, x: AnyOrderState, k: Array, value: Array) -> AnyOrderState:
+        return x._replace(values=x.values.at[self._site(x, k)].set(value.astype(jnp.int32)))
+
+    def output(self, x: AnyOrderState, final_answer=None) -> Array:
+        return x.values

@@ -1,0 +1,65 @@
+"""The arithmetic of recursive speculative rejection sampling, shared by the reference sampler
+and the engine so that both consume randomness identically (ALGORITHM.md, section 3).
+
+For a block :math:`S` with target :math:`\\mu_S` and speculation :math:`\\nu_S`:
+
+* the speculation :math:`x' \\sim \\nu_S` is accepted with probability
+  :math:`\\min(1, \\mu_S(x')/\\nu_S(x'))`, so it is output with density :math:`\\min(\\mu_S, \\nu_S)`;
+* a residual trial :math:`y \\sim \\mu_S` (drawn recursively) is accepted with probability
+  :math:`\\max(0, 1 - \\nu_S(y)/\\mu_S(y))`, so accepted trials have density proportional to
+  :math:`(\\mu_S - \\nu_S)_+`; the first accepted trial of the i.i.d. sequence is output.
+
+The two add up to :math:`\\mu_S` (Anari et al., arXiv:2511.07869, section 3).  Trials are
+indexed globally ``g = 0, 1, 2, ...`` and batch ``r`` runs ``batch_size(r)`` of them in
+parallel; the key of trial ``g`` is ``fold_in(residual_key, g)``, so the output does not depend
+on batch sizes, capacities or scheduling at all, only on the root key.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+from jax import Array
+
+__all__ = [
+    "block_keys",
+    "trial_keys",
+    "speculation_accepts",
+    "residual_accepts",
+    "batch_size",
+]
+
+
+def block_keys(key: Array) -> tuple[Array, Array, Array]:
+    """``(speculate, accept, residual)`` keys of one speculated block."""
+    k_spec, k_accept, k_residual = jax.random.split(key, 3)
+    return k_spec, k_accept, k_residual
+
+
+def trial_keys(residual_key: Array, trial: Array) -> tuple[Array, Array, Array]:
+    """``(left half, right half, accept)`` keys of residual trial number ``trial``."""
+    k_left, k_right, k_accept = jax.random.split(jax.random.fold_in(residual_key, trial), 3)
+    return k_left, k_right, k_accept
+
+
+def speculation_accepts(key: Array, log_mu: Array, log_nu: Array) -> Array:
+    """Accept :math:`x' \\sim \\nu` with probability :math:`\\min(1, e^{\\log\\mu - \\log\\nu})`."""
+    log_u = jnp.log(jax.random.uniform(key))
+    return log_u < log_mu - log_nu
+
+
+def residual_accepts(key: Array, log_mu: Array, log_nu: Array) -> Array:
+    """Accept a residual trial :math:`y \\sim \\mu` with probability
+    :math:`\\max(0, 1 - e^{\\log\\nu - \\log\\mu})`, computed as ``-expm1`` in log space."""
+    log_u = jnp.log(jax.random.uniform(key))
+    difference = log_nu - log_mu
+    safe = jnp.where(difference < 0, difference, -1.0)
+    log_accept = jnp.where(difference < 0, jnp.log(-jnp.expm1(safe)), -jnp.inf)
+    return log_u < log_accept
+
+
+def batch_size(batch: int, growth: float) -> int:
+    """Number of parallel trials in residual batch ``batch``: :math:`\\lceil (1+\\rho)^r \\rceil`."""
+    return max(1, math.ceil((1.0 + growth) ** batch - 1e-9))
