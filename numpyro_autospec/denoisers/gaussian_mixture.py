@@ -33,8 +33,12 @@ With :math:`S_k = 0` this is exactly the point-cloud formula of
 :math:`S_kA_k^{-1} = Q_k \operatorname{diag}\big(\lambda_k / (1 + t\lambda_k)\big) Q_k^\top`
 and :math:`\log\det A_k = \sum_i \operatorname{log1p}(t\lambda_{k,i})`. A call then costs
 :math:`O(Kd^2)` (no per-call factorisation), never inverts :math:`S_k` (singular covariances
-are allowed), and every factor stays bounded from :math:`t = 0` to :math:`t \to \infty`. As for
-the point cloud, the computation runs in coordinates centred at :math:`\mathbb{E}[Y]`.
+are allowed), and every factor stays bounded from :math:`t = 0` to :math:`t \to \infty`. The
+logits above contain terms of order :math:`t` that cancel; for :math:`t \ge 1` the equivalent
+(up to the common term :math:`\lVert y \rVert^2/(2t)`) form
+:math:`\log \pi_k - \tfrac12 \log\det A_k - \tfrac{1}{2t} u_k^\top A_k^{-1} u_k` is used
+instead, whose terms stay of order one. As for the point cloud, the computation runs in
+coordinates centred at :math:`\mathbb{E}[Y]`.
 
 **References**
 
@@ -42,6 +46,7 @@ the point cloud, the computation runs in coordinates centred at :math:`\mathbb{E
    F. Koehler, A. Li, T.-D. Vuong, arXiv:2511.07869 (2025).
 """
 
+import functools
 import math
 from typing import Any
 
@@ -57,10 +62,33 @@ _HIGHEST = jax.lax.Precision.HIGHEST
 _SYMMETRY_TOLERANCE = 1e-5
 _EIGENVALUE_TOLERANCE = 1e-4
 _SAMPLE_BATCH_SIZE = 1024
+_LARGE_TIME = 1.0  # from here on the logits use the form without cancellation
 
 
 def _is_concrete(value: Any) -> bool:
     return not isinstance(value, jax.core.Tracer)
+
+
+@jax.jit
+def _prepare_mixture(weights: Array, means: Array, covariances: Array) -> tuple[Array, ...]:
+    """Normalised weights, symmetrised covariances and every derived array of the mixture."""
+    weights = weights / jnp.sum(weights)
+    covariances = 0.5 * (covariances + jnp.swapaxes(covariances, -1, -2))
+    eigenvalues, eigenvectors = jnp.linalg.eigh(covariances)
+    center = jnp.matmul(weights, means, precision=_HIGHEST)
+    centered_means = means - center[None, :]
+    half_squared_norms = 0.5 * jnp.sum(centered_means**2, axis=-1)
+    return (
+        weights,
+        means,
+        covariances,
+        jnp.log(weights),
+        center,
+        centered_means,
+        half_squared_norms,
+        eigenvalues,
+        eigenvectors,
+    )
 
 
 @jax.tree_util.register_pytree_node_class
@@ -114,20 +142,20 @@ class GaussianMixtureDenoiser:
         concrete = all(_is_concrete(value) for value in (weights, means, covariances))
         if concrete:
             _check_parameters(np.asarray(weights), np.asarray(means), np.asarray(covariances))
-        weights = weights / jnp.sum(weights)
-        covariances = 0.5 * (covariances + jnp.swapaxes(covariances, -1, -2))
-        eigenvalues, eigenvectors = jnp.linalg.eigh(covariances)
+        (
+            self.weights,
+            self.means,
+            self.covariances,
+            self._log_weights,
+            self._center,
+            self._centered_means,
+            self._half_squared_norms,
+            raw_eigenvalues,
+            self._eigenvectors,
+        ) = _prepare_mixture(weights, means, covariances)
         if concrete:
-            _check_eigenvalues(np.asarray(eigenvalues))
-        self.weights = weights
-        self.means = means
-        self.covariances = covariances
-        self._log_weights = jnp.log(weights)
-        self._center = jnp.matmul(weights, means, precision=_HIGHEST)
-        self._centered_means = means - self._center[None, :]
-        self._half_squared_norms = 0.5 * jnp.sum(self._centered_means**2, axis=-1)
-        self._eigenvalues = jnp.maximum(eigenvalues, 0.0)
-        self._eigenvectors = eigenvectors
+            _check_eigenvalues(np.asarray(raw_eigenvalues))
+        self._eigenvalues = jnp.maximum(raw_eigenvalues, 0.0)
 
     @classmethod
     def isotropic(
@@ -194,28 +222,39 @@ class GaussianMixtureDenoiser:
         corrections = jnp.einsum(
             "kij,kj->ki", self._eigenvectors, scaled_coordinates, precision=_HIGHEST
         )
-        quadratic = jnp.sum(scaled_coordinates * coordinates, axis=-1)
         log_determinants = jnp.sum(jnp.log1p(t * self._eigenvalues), axis=-1)
-        linear = (
+        # Two forms of the same logits, which differ by the k-independent |y|^2 / (2t): the
+        # first has no division by t, the second no cancellation between O(t) terms.
+        small_time_fit = (
             jnp.matmul(self._centered_means, centered_state, precision=_HIGHEST)
             - t * self._half_squared_norms
+            + 0.5 * jnp.sum(scaled_coordinates * coordinates, axis=-1)
         )
-        logits = self._log_weights - 0.5 * log_determinants + linear + 0.5 * quadratic
+        safe_time = jnp.maximum(t, _LARGE_TIME)
+        large_time_fit = -0.5 * jnp.sum(
+            coordinates**2 / (safe_time * (1.0 + safe_time * self._eigenvalues)), axis=-1
+        )
+        fit = jnp.where(t >= _LARGE_TIME, large_time_fit, small_time_fit)
+        logits = self._log_weights - 0.5 * log_determinants + fit
         return jax.nn.log_softmax(logits), self._centered_means + corrections
 
+    @jax.jit
     def log_posterior_weights(self, t: ArrayLike, y: ArrayLike) -> Array:
         r"""Log posterior component probabilities :math:`\log P(k \mid tY + W_t = y)`, ``(K,)``."""
         return self._posterior(t, y)[0]
 
+    @jax.jit
     def posterior_weights(self, t: ArrayLike, y: ArrayLike) -> Array:
         r"""Posterior component probabilities :math:`P(k \mid tY + W_t = y)`, shape ``(K,)``."""
         return jnp.exp(self.log_posterior_weights(t, y))
 
+    @jax.jit
     def __call__(self, t: ArrayLike, y: ArrayLike) -> Array:
         r""":math:`\mathbb{E}[Y \mid tY + W_t = y]`, shape ``(d,)``."""
         log_weights, component_means = self._posterior(t, y)
         return self._center + jnp.matmul(jnp.exp(log_weights), component_means, precision=_HIGHEST)
 
+    @jax.jit
     def log_prob(self, y: ArrayLike) -> Array:
         r"""Log density :math:`\log \sum_k \pi_k \mathcal{N}(y; m_k, S_k)` of :math:`Y`, scalar.
 
@@ -231,6 +270,7 @@ class GaussianMixtureDenoiser:
         )
         return jax.nn.logsumexp(self._log_weights + component_log_densities)
 
+    @functools.partial(jax.jit, static_argnames="num")
     def sample(self, key: Array, num: int) -> Array:
         r"""Draw ``num`` exact samples of :math:`Y`, shape ``(num, d)``.
 

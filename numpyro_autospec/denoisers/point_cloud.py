@@ -30,6 +30,7 @@ observation becomes :math:`y - t \bar p`), which leaves the weights unchanged.
    F. Koehler, A. Li, T.-D. Vuong, arXiv:2511.07869 (2025).
 """
 
+import functools
 from typing import Any
 
 import jax
@@ -44,6 +45,13 @@ _HIGHEST = jax.lax.Precision.HIGHEST
 
 def _is_concrete(value: Any) -> bool:
     return not isinstance(value, jax.core.Tracer)
+
+
+@jax.jit
+def _center_points(points: Array) -> tuple[Array, Array, Array]:
+    mean = jnp.mean(points, axis=0)
+    centered_points = points - mean[None, :]
+    return mean, centered_points, 0.5 * jnp.sum(centered_points**2, axis=-1)
 
 
 @jax.tree_util.register_pytree_node_class
@@ -95,9 +103,7 @@ class PointCloudDenoiser:
                 )
         self.points = points
         self.labels = labels
-        self._mean = jnp.mean(points, axis=0)
-        self._centered_points = points - self._mean[None, :]
-        self._half_squared_norms = 0.5 * jnp.sum(self._centered_points**2, axis=-1)
+        self._mean, self._centered_points, self._half_squared_norms = _center_points(points)
 
     @property
     def dim(self) -> int:
@@ -128,6 +134,7 @@ class PointCloudDenoiser:
             raise ValueError(f"t must be a scalar, got shape {t.shape}; use jax.vmap for batches")
         return t
 
+    @jax.jit
     def log_posterior_weights(self, t: ArrayLike, y: ArrayLike) -> Array:
         r"""Log posterior probabilities :math:`\log w_j(t, y)` of the points, shape ``(M,)``."""
         t = self._check_time(t)
@@ -139,15 +146,18 @@ class PointCloudDenoiser:
         )
         return jax.nn.log_softmax(logits)
 
+    @jax.jit
     def posterior_weights(self, t: ArrayLike, y: ArrayLike) -> Array:
         r"""Posterior probabilities :math:`w_j(t, y) = P(Y = p_j \mid tY + W_t = y)`, ``(M,)``."""
         return jnp.exp(self.log_posterior_weights(t, y))
 
+    @jax.jit
     def __call__(self, t: ArrayLike, y: ArrayLike) -> Array:
         r""":math:`\mathbb{E}[Y \mid tY + W_t = y] = \sum_j w_j(t, y) p_j`, shape ``(d,)``."""
         weights = self.posterior_weights(t, y)
         return self._mean + jnp.matmul(weights, self._centered_points, precision=_HIGHEST)
 
+    @jax.jit
     def nearest(self, y: ArrayLike) -> Array:
         r"""Index (int32 scalar) of the point nearest to ``y`` in Euclidean distance.
 
@@ -161,6 +171,7 @@ class PointCloudDenoiser:
         )
         return jnp.argmax(scores).astype(jnp.int32)
 
+    @functools.partial(jax.jit, static_argnames="num")
     def sample(self, key: Array, num: int) -> Array:
         """Draw ``num`` exact samples of :math:`Y` (uniform over the points), shape ``(num, d)``."""
         indices = jax.random.randint(key, (num,), 0, self.num_points)
