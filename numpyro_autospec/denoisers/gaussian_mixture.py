@@ -96,7 +96,8 @@ class GaussianMixtureDenoiser:
     r"""Posterior mean of :math:`Y \sim \sum_k \pi_k \mathcal{N}(m_k, S_k)` given :math:`tY+W_t=y`.
 
     See the module docstring for the formulas. The object is a JAX pytree (its arrays are the
-    leaves), so it can be closed over or passed as an argument to jitted functions.
+    leaves), so it can be closed over or passed as an argument to jitted functions; its methods
+    are themselves jitted, so eager calls run as one compiled program.
 
     :param weights: non-negative array of shape ``(K,)`` with a positive sum; normalised to
         :math:`\pi` internally.

@@ -35,6 +35,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
@@ -62,7 +63,8 @@ class PointCloudDenoiser:
     :math:`w_j = \operatorname{softmax}_j(\langle y, p_j \rangle - t\lVert p_j \rVert^2/2)`
     (see the module docstring for the derivation). One call costs :math:`O(Md)`. The object is
     a JAX pytree (the points are its leaves), so it can be closed over or passed as an argument
-    to jitted functions.
+    to jitted functions; its methods are themselves jitted, so eager calls run as one compiled
+    program (compiled once per input shape).
 
     :param points: float array of shape ``(M, d)``, the support of :math:`Y`, each point with
         probability :math:`1/M`. Stored as float32.
@@ -92,7 +94,7 @@ class PointCloudDenoiser:
             raise ValueError(
                 f"points must have shape (num_points, dim) with both positive, got {points.shape}"
             )
-        if _is_concrete(points) and not bool(jnp.all(jnp.isfinite(points))):
+        if _is_concrete(points) and not np.all(np.isfinite(np.asarray(points))):
             raise ValueError("points must be finite")
         if labels is not None:
             labels = jnp.asarray(labels)

@@ -263,20 +263,26 @@ def validate_denoiser(
     """  # noqa: E501
     check_denoiser_signature(denoiser, dim, name=name)
     grid = None if times is None else check_time_grid(times)
-    probe_times = jnp.asarray(_probe_times(grid))
+    probe_times = _probe_times(grid)
     if key is None:
         key = jax.random.key(0)
-    scale_key, noise_key = jax.random.split(key)
+    # Host-side probes, seeded from the key: no random-number program to compile.
+    generator = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
     num_probes = probe_times.shape[0]
-    scale_draws = jax.random.normal(scale_key, (num_probes, dim), dtype=jnp.float32)
-    noise_draws = jax.random.normal(noise_key, (num_probes, dim), dtype=jnp.float32)
-    probe_states = probe_times[:, None] * scale_draws + jnp.sqrt(probe_times)[:, None] * noise_draws
+    scale_draws, noise_draws = generator.standard_normal((2, num_probes, dim))
+    probe_states = (
+        probe_times[:, None] * scale_draws + np.sqrt(probe_times)[:, None] * noise_draws
+    ).astype(np.float32)
+
+    def evaluate_probes(times_batch: Array, states_batch: Array) -> Array:
+        outputs = jax.vmap(denoiser)(times_batch, states_batch)
+        return jax.vmap(denoiser_defect)(outputs, times_batch)
+
     try:
-        outputs = jax.jit(jax.vmap(denoiser))(probe_times, probe_states)
+        codes = jax.jit(evaluate_probes)(probe_times, probe_states)
     except Exception as error:
         raise DenoiserError(
             f"{name} failed under jax.jit(jax.vmap(...)) on a batch of {num_probes} probe "
             f"points: {type(error).__name__}: {error}"
         ) from error
-    codes = jax.vmap(denoiser_defect)(outputs, probe_times)
     raise_if_defect(codes, name=name, t=probe_times)

@@ -13,6 +13,10 @@ DIM = 3
 # Monte Carlo tests compare a sample mean with its exact value: the tolerance is this many
 # estimated standard errors per coordinate (two-sided p ~ 6e-7 per coordinate under H0).
 Z_TOLERANCE = 5.0
+NUM_DRAWS = 20_000
+
+# One compiled program per denoiser shape and batch size, shared by the tests.
+denoise_batch = jax.jit(jax.vmap(lambda model, t, y: model(t, y), in_axes=(None, None, 0)))
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +27,14 @@ def points() -> np.ndarray:
 @pytest.fixture(scope="module")
 def denoiser(points: np.ndarray) -> PointCloudDenoiser:
     return PointCloudDenoiser(points)
+
+
+@pytest.fixture(scope="module")
+def draws(denoiser: PointCloudDenoiser) -> tuple[jax.Array, jax.Array]:
+    """Exact draws of Y and independent standard normal noise, shared by the tests."""
+    sample_key, noise_key = jax.random.split(jax.random.key(4))
+    targets = denoiser.sample(sample_key, NUM_DRAWS)
+    return targets, jax.random.normal(noise_key, targets.shape)
 
 
 def brute_force_posterior(
@@ -75,13 +87,17 @@ def test_large_time_recovers_the_observed_point(
 
 
 @pytest.mark.parametrize("t", [0.3, 3.0])
-def test_martingale_property(denoiser: PointCloudDenoiser, points: np.ndarray, t: float) -> None:
+def test_martingale_property(
+    denoiser: PointCloudDenoiser,
+    points: np.ndarray,
+    draws: tuple[jax.Array, jax.Array],
+    t: float,
+) -> None:
     """E_y[f(t, y)] = E[Y] and E_y[w(t, y)] = uniform, for y = tY + sqrt(t) g."""
-    num_samples = 20_000
-    sample_key, noise_key = jax.random.split(jax.random.key(4))
-    targets = denoiser.sample(sample_key, num_samples)
-    observations = t * targets + jnp.sqrt(t) * jax.random.normal(noise_key, targets.shape)
-    outputs = np.asarray(jax.jit(jax.vmap(denoiser, in_axes=(None, 0)))(t, observations))
+    num_samples = NUM_DRAWS
+    targets, noise = draws
+    observations = t * targets + np.sqrt(t) * noise
+    outputs = np.asarray(denoise_batch(denoiser, t, observations))
     standard_errors = outputs.std(axis=0) / np.sqrt(num_samples)
     assert np.all(
         np.abs(outputs.mean(axis=0) - points.mean(axis=0)) < Z_TOLERANCE * standard_errors
@@ -91,13 +107,14 @@ def test_martingale_property(denoiser: PointCloudDenoiser, points: np.ndarray, t
     assert np.all(np.abs(weights.mean(axis=0) - 1 / NUM_POINTS) < Z_TOLERANCE * weight_errors)
 
 
-def test_orthogonality_defines_the_conditional_mean(denoiser: PointCloudDenoiser) -> None:
+def test_orthogonality_defines_the_conditional_mean(
+    denoiser: PointCloudDenoiser, draws: tuple[jax.Array, jax.Array]
+) -> None:
     """E[(Y - f(t, y)) y_i] = 0 for every i: the residual is orthogonal to functions of y."""
-    t, num_samples = 1.0, 20_000
-    sample_key, noise_key = jax.random.split(jax.random.key(5))
-    targets = denoiser.sample(sample_key, num_samples)
-    observations = t * targets + jnp.sqrt(t) * jax.random.normal(noise_key, targets.shape)
-    residuals = np.asarray(targets - jax.vmap(denoiser, in_axes=(None, 0))(t, observations))
+    t, num_samples = 1.0, NUM_DRAWS
+    targets, noise = draws
+    observations = t * targets + np.sqrt(t) * noise
+    residuals = np.asarray(targets - denoise_batch(denoiser, t, observations))
     products = residuals[:, :, None] * np.asarray(observations)[:, None, :]
     standard_errors = products.std(axis=0) / np.sqrt(num_samples)
     assert np.all(np.abs(products.mean(axis=0)) < Z_TOLERANCE * standard_errors)
