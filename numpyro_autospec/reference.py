@@ -66,8 +66,16 @@ class _Jitted:
 
     def __init__(self, process):
         self.process = process
-        for name in ("query", "reduce", "target_logp", "target_sample", "spec_sample",
-                     "spec_logp", "output", "init"):
+        for name in (
+            "query",
+            "reduce",
+            "target_logp",
+            "target_sample",
+            "spec_sample",
+            "spec_logp",
+            "output",
+            "init",
+        ):
             setattr(self, name, jax.jit(getattr(process, name)))
         if hasattr(process, "spec_reduce"):
             self.spec_reduce = jax.jit(process.spec_reduce)
@@ -134,8 +142,16 @@ class _Sampler:
                 log_mu_y = left.log_mu + right.log_mu
                 log_nu_y = p.spec_logp(right.x, a, m, answer)
                 accepted = bool(residual_accepts(k_acc, log_mu_y, log_nu_y))
-                outcomes.append((accepted, right.x, log_mu_y, right.answer_next,
-                                 left.rounds + right.rounds, left.queries + right.queries))
+                outcomes.append(
+                    (
+                        accepted,
+                        right.x,
+                        log_mu_y,
+                        right.answer_next,
+                        left.rounds + right.rounds,
+                        left.queries + right.queries,
+                    )
+                )
             trial += len(outcomes)
             batch += 1
             winner = next((i for i, o in enumerate(outcomes) if o[0]), None)
@@ -187,7 +203,8 @@ class _Sampler:
         if self._wants_lookahead(e):
             answer_next = p.query(x_spec, e)
             queries += 1
-        rounds += 1
+        if e - c > 1 or answer_next is not None:  # a round is an oracle call
+            rounds += 1
         verdict = VERIFIERS[VERIFY[self.config.method]](
             k_verify, target_rows, draft_rows, values, e - c
         )

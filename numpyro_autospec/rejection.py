@@ -4,7 +4,8 @@ and the engine so that both consume randomness identically (ALGORITHM.md, sectio
 For a block :math:`S` with target :math:`\\mu_S` and speculation :math:`\\nu_S`:
 
 * the speculation :math:`x' \\sim \\nu_S` is accepted with probability
-  :math:`\\min(1, \\mu_S(x')/\\nu_S(x'))`, so it is output with density :math:`\\min(\\mu_S, \\nu_S)`;
+  :math:`\\min(1, \\mu_S(x')/\\nu_S(x'))`, so it is output with density
+  :math:`\\min(\\mu_S, \\nu_S)`;
 * a residual trial :math:`y \\sim \\mu_S` (drawn recursively) is accepted with probability
   :math:`\\max(0, 1 - \\nu_S(y)/\\mu_S(y))`, so accepted trials have density proportional to
   :math:`(\\mu_S - \\nu_S)_+`; the first accepted trial of the i.i.d. sequence is output.
@@ -61,5 +62,6 @@ def residual_accepts(key: Array, log_mu: Array, log_nu: Array) -> Array:
 
 
 def batch_size(batch: int, growth: float) -> int:
-    """Number of parallel trials in residual batch ``batch``: :math:`\\lceil (1+\\rho)^r \\rceil`."""
+    """Number of parallel trials in residual batch ``batch``:
+    :math:`\\lceil (1+\\rho)^r \\rceil`."""
     return max(1, math.ceil((1.0 + growth) ** batch - 1e-9))

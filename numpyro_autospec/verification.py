@@ -47,7 +47,9 @@ class Verdict(NamedTuple):
 def _residual_sample(key: Array, log_weight: Array, target_row: Array, draft_row: Array):
     """Draw from the normalized :math:`(w p - q)_+` (probabilities, not logs)."""
     residual = jnp.maximum(jnp.exp(log_weight + target_row) - jnp.exp(draft_row), 0.0)
-    log_residual = jnp.where(residual > 0, jnp.log(jnp.where(residual > 0, residual, 1.0)), -jnp.inf)
+    log_residual = jnp.where(
+        residual > 0, jnp.log(jnp.where(residual > 0, residual, 1.0)), -jnp.inf
+    )
     # a residual of total mass 0 is never used (its site is accepted with probability 1); keep
     # the draw well-defined anyway
     log_residual = jnp.where(jnp.any(residual > 0), log_residual, target_row)
@@ -94,12 +96,14 @@ def block_verify(
     _, log_w_after = jax.lax.scan(cumulate, jnp.zeros((), log_ratio.dtype), log_ratio)
     # log_w[i] for i = 0..size: weight after keeping i sites
     log_w = jnp.concatenate([jnp.zeros((1,), log_ratio.dtype), log_w_after])
-    residual = jnp.maximum(
-        jnp.exp(log_w[:-1, None] + target_rows) - jnp.exp(draft_rows), 0.0
-    ).sum(-1)
+    residual = jnp.maximum(jnp.exp(log_w[:-1, None] + target_rows) - jnp.exp(draft_rows), 0.0).sum(
+        -1
+    )
     w = jnp.exp(log_w[:-1])
     denominator = residual + 1.0 - w
-    stop_prob = jnp.where(denominator > 0, residual / jnp.where(denominator > 0, denominator, 1.0), 1.0)
+    stop_prob = jnp.where(
+        denominator > 0, residual / jnp.where(denominator > 0, denominator, 1.0), 1.0
+    )
     # position gamma: keep everything with probability w_gamma
     stop_prob = jnp.concatenate([stop_prob, jnp.zeros((1,), stop_prob.dtype)])
     full_index = jnp.arange(size + 1)

@@ -1,0 +1,5 @@
+"""The round scheduler that runs autospeculation (and its peers) as one compiled program."""
+
+from numpyro_autospec.engine.scheduler import Capacity, Samples, plan, run
+
+__all__ = ["Capacity", "Samples", "plan", "run"]

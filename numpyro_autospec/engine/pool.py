@@ -1,0 +1,142 @@
+"""The task pool of the round scheduler: a fixed number of slots, each running one task.
+
+A *task* drives a range ``[start, stop)`` of steps of one draw through a sequence of blocks:
+
+* the **root** task of a draw drives ``[0, N)`` in blocks of at most ``block_size`` steps;
+* a **residual trial** of a block ``[a, a+m)`` drives that range in two blocks, the halves
+  ``[a, a + ceil(m/2))`` and ``[a + ceil(m/2), a + m)`` (ALGORITHM.md section 3).
+
+Each block is sampled by a leaf (sequential steps), by speculation + scoring + (on rejection)
+a residual loop whose trials are child tasks in other slots, or (``assd``/``block`` methods)
+by speculation + verification.  The slot's ``status`` says what the task waits for.
+
+Everything is a fixed-shape array with a leading slot axis, so the scheduler is one compiled
+``lax.while_loop``; tasks are linked by slot index plus an ``epoch`` counter that changes
+whenever a slot is freed, reallocated or starts a new wait, so that stale children (trials of
+a resolved batch, descendants of cancelled trials) recognise themselves as orphans.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import Array
+
+__all__ = ["Status", "Pool", "NO_TRIAL"]
+
+#: "no accepted trial yet"
+NO_TRIAL = 2**30
+
+
+class Status:
+    """Slot states.  Query states: ``NEED_ANSWER``, ``LEAF`` (without an answer), ``SCORING``
+    (with queries left), ``NEED_FINAL``.  Transient states are advanced between rounds."""
+
+    FREE = 0
+    START = 1  # a block is set up; decide leaf / speculate / ask for O_a
+    NEED_ANSWER = 2  # waits for query(x, cursor)
+    LEAF = 3  # sequential steps; queries one step at a time
+    SCORING = 4  # waits for the target queries of a speculated block
+    WAITING = 5  # waits for residual trials (child tasks)
+    BLOCK_DONE = 6  # the current block is finished; advance the driver
+    FINISHED = 7  # the whole range is finished
+    REPORT = 8  # a finished trial reports (accepted or not) to its parent
+    NEED_FINAL = 9  # a root waits for query(x, N) (processes with a final query)
+    COMPLETE = 10  # a root's output is ready to be written
+
+
+class Pool(NamedTuple):
+    """Per-slot fields (leading axis: slot)."""
+
+    status: Array  # int32
+    draw: Array  # int32: which draw the task belongs to
+    parent: Array  # int32: parent slot, -1 for a root
+    parent_epoch: Array  # int32: parent's epoch when this trial was spawned
+    epoch: Array  # int32
+    trial: Array  # int32: global trial index within the parent's residual loop
+    key_first: Array  # root: run key; trial: key of its left half
+    key_second: Array  # trial: key of its right half
+    key_accept: Array  # trial: key of its residual acceptance
+    key_residual: Array  # key of the current block's residual trials
+    start: Array  # int32: range driven by the task
+    stop: Array  # int32
+    max_block: Array  # int32: largest block this task may run (deadlock-free admission)
+    block_index: Array  # int32: index of the current block within the range
+    block_start: Array  # int32
+    block_end: Array  # int32
+    cursor: Array  # int32: next step (leaf progress; after BLOCK_DONE: end of kept prefix)
+    x: Any  # process state pytree
+    answer: Any  # query(x, cursor) when has_answer
+    has_answer: Array  # bool
+    answer_next: Any  # query(x, block_end) (lookahead) when has_next
+    has_next: Array  # bool
+    answer_parent: Any  # trial: the parent's O_a (its speculation), for the residual test
+    log_mu_block: Array  # float: target log-density of the current block
+    log_mu_total: Array  # float: target log-density of the finished blocks of the range
+    score_next: Array  # int32: next step to query while SCORING
+    score_end: Array  # int32: SCORING ends when score_next reaches it
+    rows: Any  # reduced target answers of the block (verification methods only)
+    trial_next: Array  # int32: next trial to spawn
+    batch: Array  # int32: residual batch index r
+    batch_end: Array  # int32: trials of batch r are [.., batch_end)
+    best_trial: Array  # int32: smallest accepted trial index so far (NO_TRIAL if none)
+    report_accept: Array  # bool: a REPORTing trial's residual acceptance
+
+
+def empty_pool(num_slots: int, key_like: Array, x_like, answer_like, rows_like) -> Pool:
+    """A pool of free slots; ``*_like`` are single-slot examples of each pytree field."""
+
+    def tile(tree):
+        return jax.tree.map(
+            lambda leaf: jnp.zeros((num_slots,) + jnp.shape(leaf), leaf.dtype), tree
+        )
+
+    zeros = jnp.zeros(num_slots, jnp.int32)
+    keys = jnp.broadcast_to(key_like, (num_slots,) + key_like.shape)
+    return Pool(
+        status=zeros,
+        draw=zeros,
+        parent=zeros - 1,
+        parent_epoch=zeros,
+        epoch=zeros,
+        trial=zeros,
+        key_first=keys,
+        key_second=keys,
+        key_accept=keys,
+        key_residual=keys,
+        start=zeros,
+        stop=zeros,
+        max_block=zeros,
+        block_index=zeros,
+        block_start=zeros,
+        block_end=zeros,
+        cursor=zeros,
+        x=tile(x_like),
+        answer=tile(answer_like),
+        has_answer=jnp.zeros(num_slots, bool),
+        answer_next=tile(answer_like),
+        has_next=jnp.zeros(num_slots, bool),
+        answer_parent=tile(answer_like),
+        log_mu_block=jnp.zeros(num_slots, jnp.float32),
+        log_mu_total=jnp.zeros(num_slots, jnp.float32),
+        score_next=zeros,
+        score_end=zeros,
+        rows=tile(rows_like),
+        trial_next=zeros,
+        batch=zeros,
+        batch_end=zeros,
+        best_trial=zeros + NO_TRIAL,
+        report_accept=jnp.zeros(num_slots, bool),
+    )
+
+
+def gather(tree, index: Array):
+    """Rows ``index`` of every leaf (out-of-range indices are clamped; mask the result)."""
+    return jax.tree.map(lambda leaf: leaf[index], tree)
+
+
+def scatter(tree, index: Array, values):
+    """Write rows ``index`` of every leaf; out-of-range indices are dropped."""
+    return jax.tree.map(lambda leaf, value: leaf.at[index].set(value, mode="drop"), tree, values)

@@ -1,0 +1,766 @@
+"""The round scheduler: recursive speculative rejection sampling as one compiled program.
+
+ALGORITHM.md section 4: the trials of the residual loop run *independently*, each at its own
+pace, so nested ``vmap`` (lockstep lanes) cannot keep the paper's parallel time.  This module
+keeps a fixed-capacity pool of tasks (:mod:`numpyro_autospec.engine.pool`) and repeats
+
+1. **transitions** -- advance every task that needs no oracle answer (speculate, accept or
+   reject, spawn residual trials, report trials to their parents, cancel the losers, start new
+   draws), in bounded *micro-steps* until nothing moves;
+2. **one round** -- gather every ready query of every task of every draw into one batch, call
+   the oracle once on it (vmapped) and scatter the answers back.
+
+Rounds and queries are counted here, per draw, as they are executed.  All randomness is drawn
+from keys derived exactly as in :mod:`numpyro_autospec.reference` (via
+:mod:`numpyro_autospec.rejection`), so the draws do not depend on the capacities at all, and
+with enough capacity the rounds equal the reference's.
+
+Deadlock freedom with a finite pool: a task that may still recurse ``d`` levels needs ``d``
+more slots in the worst case.  The scheduler keeps ``free slots >= sum of the needs of the
+tasks without children`` (the needs of the leaves of the task forest): the first trial of a
+waiting task is always admitted (it moves one unit of need into one slot), while extra
+parallel trials and new draws are admitted only if the inequality still holds afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+
+from numpyro_autospec.config import VERIFY, SamplerConfig
+from numpyro_autospec.engine.pool import NO_TRIAL, Pool, Status, empty_pool, gather, scatter
+from numpyro_autospec.rejection import (
+    batch_size,
+    block_keys,
+    residual_accepts,
+    speculation_accepts,
+    trial_keys,
+)
+from numpyro_autospec.verification import VERIFIERS
+
+__all__ = ["Capacity", "Samples", "run", "plan"]
+
+
+class Capacity(NamedTuple):
+    """Capacity limits of the scheduler.  They may delay work (more rounds) but never change
+    the draws.
+
+    Attributes
+    ----------
+    num_slots:
+        tasks held at once (pool size).  Default: enough for the draws to run their trials in
+        parallel, capped by a memory budget.
+    max_queries:
+        oracle evaluations per round (the batch of one oracle call).  The batch is executed in
+        the smallest of a few power-of-4 bucket sizes that holds the round's demand.
+    max_transitions:
+        tasks advanced per micro-step (bounds the per-micro-step gather/scatter work).
+    memory_budget:
+        bytes the pool and the query batch may use when sizes are chosen by default.
+    """
+
+    num_slots: int | None = None
+    max_queries: int | None = None
+    max_transitions: int | None = None
+    memory_budget: int = 1 << 30
+
+
+class Samples(NamedTuple):
+    """Draws with the cost the scheduler executed for each (leading axis: draw)."""
+
+    value: Any
+    rounds: Array
+    queries: Array
+
+
+class Plan(NamedTuple):
+    """Static (trace-time) sizes and tables."""
+
+    num_steps: int
+    block_size: int
+    leaf_size: int
+    verify: str
+    lookahead: bool
+    final_query: bool
+    num_draws: int
+    num_slots: int
+    query_buckets: tuple[int, ...]
+    max_transitions: int
+    depth: np.ndarray  # depth[m]: nesting levels below a block of m steps
+    batch_sizes: np.ndarray  # cumulative-free batch size table b_r
+    max_rounds: int
+
+
+def _nbytes(tree) -> int:
+    return sum(math.prod(leaf.shape) * leaf.dtype.itemsize for leaf in jax.tree.leaves(tree))
+
+
+def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key_like) -> Plan:
+    """Resolve the static sizes of a run."""
+    config = config.validate()
+    n = int(process.num_steps)
+    block = config.resolved_block_size(n)
+    leaf = config.resolved_leaf_size(n)
+    verify = VERIFY[config.method]
+    depth = np.zeros(block + 2, np.int32)
+    if verify == "sequence":
+        for m in range(block + 2):
+            depth[m] = 0 if m <= leaf else 1 + depth[(m + 1) // 2]
+    root_need = int(depth[block])
+
+    x_shape = jax.eval_shape(process.init, key_like)
+    answer_shape = jax.eval_shape(process.query, x_shape, 0)
+    slot_bytes = 3 * _nbytes(answer_shape) + _nbytes(x_shape) + 512
+    if verify != "sequence":
+        reduced = jax.eval_shape(process.reduce, x_shape, 0, answer_shape)
+        slot_bytes += block * _nbytes(reduced)
+    minimum = root_need + 1
+    if capacity.num_slots is None:
+        wanted = num_draws * (4 * root_need + 2)
+        affordable = max(minimum, capacity.memory_budget // (2 * slot_bytes))
+        num_slots = max(minimum, min(wanted, affordable, 8192))
+    else:
+        num_slots = int(capacity.num_slots)
+        if num_slots < minimum:
+            raise ValueError(
+                f"capacity.num_slots={num_slots} is too small: blocks of {block} steps nest "
+                f"{root_need} levels of residual trials, so at least {minimum} slots are needed"
+            )
+    if capacity.max_queries is None:
+        demand = num_slots * (block + 1)
+        affordable = max(1, capacity.memory_budget // (2 * max(1, _nbytes(answer_shape))))
+        max_queries = max(1, min(demand, affordable, 1 << 16))
+    else:
+        max_queries = int(capacity.max_queries)
+        if max_queries < 1:
+            raise ValueError(f"capacity.max_queries must be >= 1, got {max_queries}")
+    buckets = []
+    size = max_queries
+    while True:
+        buckets.append(size)
+        if size <= 16:
+            break
+        size = max(16, size // 4)
+    if capacity.max_transitions is None:
+        max_transitions = max(1, min(num_slots, 64))
+    else:
+        max_transitions = int(capacity.max_transitions)
+        if max_transitions < 1:
+            raise ValueError(f"capacity.max_transitions must be >= 1, got {max_transitions}")
+    batch_sizes = np.array(
+        [min(batch_size(r, config.growth), 1 << 24) for r in range(64)], dtype=np.int32
+    )
+    max_rounds = 64 * (n + 2) * max(1, num_draws) + 1024
+    return Plan(
+        num_steps=n,
+        block_size=block,
+        leaf_size=leaf,
+        verify=verify,
+        lookahead=bool(config.lookahead),
+        final_query=bool(process.final_query),
+        num_draws=num_draws,
+        num_slots=num_slots,
+        query_buckets=tuple(sorted(set(buckets))),
+        max_transitions=max_transitions,
+        depth=depth,
+        batch_sizes=batch_sizes,
+        max_rounds=max_rounds,
+    )
+
+
+class EngineState(NamedTuple):
+    pool: Pool
+    output: Any  # [D, ...]
+    done: Array  # bool[D]
+    started: Array  # bool[D]
+    rounds: Array  # int32[D]
+    queries: Array  # int32[D]
+    next_draw: Array  # int32
+    total_rounds: Array  # int32
+    stalled: Array  # bool
+
+
+def _where(condition, new, old):
+    return jax.tree.map(lambda a, b: jnp.where(condition, a, b), new, old)
+
+
+class _Scheduler:
+    def __init__(self, process, config: SamplerConfig, plan_: Plan, keys: Array):
+        self.process = process
+        self.config = config
+        self.plan = plan_
+        self.keys = keys
+        self.depth = jnp.asarray(plan_.depth)
+        self.batch_sizes = jnp.asarray(plan_.batch_sizes)
+
+    # ------------------------------------------------------------------ helpers
+    def block_key(self, slot: Pool) -> Array:
+        root_key = jax.random.fold_in(slot.key_first, slot.block_index)
+        trial_key = jnp.where(slot.block_index == 0, slot.key_first, slot.key_second)
+        return jnp.where(slot.parent < 0, root_key, trial_key)
+
+    def wants_lookahead(self, end: Array) -> Array:
+        n = self.plan.num_steps
+        if not self.plan.lookahead:
+            return jnp.zeros_like(end, bool)
+        return (end < n) | ((end == n) & self.plan.final_query)
+
+    # ----------------------------------------------------- local transitions (one slot)
+    def local_step(self, s: Pool) -> Pool:
+        """Advance one task through the transitions that need no oracle answer."""
+        p, plan = self.process, self.plan
+        block_key = self.block_key(s)
+
+        # (a) a leaf step whose answer is known: sample it
+        leaf_step = (s.status == Status.LEAF) & s.has_answer
+        reduced = p.reduce(s.x, s.cursor, s.answer)
+        leaf_key = jax.random.fold_in(block_key, s.cursor - s.block_start)
+        x_leaf = p.target_sample(leaf_key, s.x, s.cursor, reduced)
+        log_mu_leaf = s.log_mu_block + p.target_logp(x_leaf, s.cursor, reduced)
+        cursor_leaf = s.cursor + 1
+        s = _where(
+            leaf_step,
+            s._replace(
+                x=x_leaf,
+                log_mu_block=log_mu_leaf,
+                cursor=cursor_leaf,
+                has_answer=jnp.zeros_like(s.has_answer),
+                has_next=jnp.zeros_like(s.has_next),
+                status=jnp.where(cursor_leaf == s.block_end, Status.BLOCK_DONE, Status.LEAF),
+            ),
+            s,
+        )
+
+        # (b) a scored speculation: accept / reject (sequence) or verify (assd, block)
+        decide = (s.status == Status.SCORING) & (s.score_next == s.score_end)
+        length = s.block_end - s.block_start
+        if plan.verify == "sequence":
+            k_spec, k_accept, k_residual = block_keys(block_key)
+            log_nu = p.spec_logp(s.x, s.block_start, length, s.answer)
+            accepted = speculation_accepts(k_accept, s.log_mu_block, log_nu)
+            accept_state = s._replace(status=Status.BLOCK_DONE, cursor=s.block_end)
+            reject_state = s._replace(
+                status=Status.WAITING,
+                epoch=s.epoch + 1,
+                key_residual=k_residual,
+                trial_next=jnp.zeros_like(s.trial_next),
+                batch=jnp.zeros_like(s.batch),
+                batch_end=self.batch_sizes[0] + jnp.zeros_like(s.batch_end),
+                best_trial=jnp.full_like(s.best_trial, NO_TRIAL),
+            )
+            s = _where(decide, _where(accepted, accept_state, reject_state), s)
+        else:
+            k_spec, k_verify = jax.random.split(block_key)
+            steps = jnp.minimum(s.block_start + jnp.arange(plan.block_size), s.block_end - 1)
+            draft_rows = jax.vmap(p.spec_reduce, (None, 0, None))(s.x, steps, s.answer)
+            values = jax.vmap(p.step_value, (None, 0))(s.x, steps)
+            verdict = VERIFIERS[plan.verify](k_verify, s.rows, draft_rows, values, length)
+            full = verdict.kept == length
+            corrected = p.set_step_value(
+                s.x, jnp.minimum(s.block_start + verdict.kept, s.block_end - 1), verdict.correction
+            )
+            verified = s._replace(
+                status=Status.BLOCK_DONE,
+                x=_where(full, s.x, corrected),
+                cursor=jnp.where(full, s.block_end, s.block_start + verdict.kept + 1),
+                has_next=s.has_next & full,
+            )
+            s = _where(decide, verified, s)
+
+        # (c) a finished block: move the driver to the next block or finish the range
+        block_done = s.status == Status.BLOCK_DONE
+        is_root = s.parent < 0
+        next_end = jnp.where(is_root, jnp.minimum(s.cursor + plan.block_size, s.stop), s.stop)
+        finished = s.cursor >= s.stop
+        advanced = s._replace(
+            status=jnp.where(finished, Status.FINISHED, Status.START),
+            answer=s.answer_next,
+            has_answer=s.has_next,
+            has_next=jnp.zeros_like(s.has_next),
+            log_mu_total=s.log_mu_total + s.log_mu_block,
+            log_mu_block=jnp.zeros_like(s.log_mu_block),
+            block_index=s.block_index + 1,
+            block_start=s.cursor,
+            block_end=jnp.where(finished, s.block_end, next_end),
+        )
+        s = _where(block_done, advanced, s)
+
+        # (d) a new block: leaf, speculate (answer known) or ask for O_a
+        starting = s.status == Status.START
+        block_key = self.block_key(s)
+        length = s.block_end - s.block_start
+        is_leaf = (length <= plan.leaf_size) if plan.verify == "sequence" else (length < 0)
+        if plan.verify == "sequence":
+            k_spec = block_keys(block_key)[0]
+        else:
+            k_spec = jax.random.split(block_key)[0]
+        x_spec = p.spec_sample(k_spec, s.x, s.block_start, length, s.answer)
+        first = p.reduce(x_spec, s.block_start, s.answer)
+        rows = s.rows
+        if plan.verify != "sequence":
+            rows = jax.tree.map(lambda buf, row: buf.at[0].set(row), s.rows, first)
+        speculated = s._replace(
+            status=jnp.full_like(s.status, Status.SCORING),
+            x=x_spec,
+            log_mu_block=p.target_logp(x_spec, s.block_start, first),
+            score_next=s.block_start + 1,
+            score_end=s.block_end + self.wants_lookahead(s.block_end).astype(jnp.int32),
+            rows=rows,
+        )
+        leaf_state = s._replace(
+            status=jnp.full_like(s.status, Status.LEAF),
+            cursor=s.block_start,
+            log_mu_block=jnp.zeros_like(s.log_mu_block),
+        )
+        ask_state = s._replace(status=jnp.full_like(s.status, Status.NEED_ANSWER))
+        new_block = _where(is_leaf, leaf_state, _where(s.has_answer, speculated, ask_state))
+        s = _where(starting, new_block, s)
+
+        # (e) a finished range: a trial takes its residual test, a root its final query
+        finishing = s.status == Status.FINISHED
+        log_nu = p.spec_logp(s.x, s.start, s.stop - s.start, s.answer_parent)
+        trial_accepts = residual_accepts(s.key_accept, s.log_mu_total, log_nu)
+        if plan.final_query:
+            root_status = jnp.where(s.has_answer, Status.COMPLETE, Status.NEED_FINAL)
+        else:
+            root_status = jnp.full_like(s.status, Status.COMPLETE)
+        s = _where(
+            finishing,
+            s._replace(
+                status=jnp.where(s.parent < 0, root_status, Status.REPORT),
+                report_accept=trial_accepts,
+                cursor=jnp.where(s.parent < 0, s.stop, s.cursor),
+            ),
+            s,
+        )
+        return s
+
+    def is_local(self, pool: Pool) -> Array:
+        st = pool.status
+        return (
+            (st == Status.START)
+            | (st == Status.BLOCK_DONE)
+            | (st == Status.FINISHED)
+            | ((st == Status.LEAF) & pool.has_answer)
+            | ((st == Status.SCORING) & (pool.score_next == pool.score_end))
+        )
+
+    # ----------------------------------------------------------------- micro-step
+    def micro_step(self, state: EngineState) -> tuple[EngineState, Array]:
+        plan = self.plan
+        P, K = plan.num_slots, plan.max_transitions
+        pool = state.pool
+        # 1. cancel orphans: tasks whose parent resolved, moved on or was freed
+        parent = jnp.clip(pool.parent, 0, P - 1)
+        has_parent = (pool.status != Status.FREE) & (pool.parent >= 0)
+        orphan = has_parent & (
+            (pool.epoch[parent] != pool.parent_epoch) | (pool.status[parent] != Status.WAITING)
+        )
+        pool = pool._replace(
+            status=jnp.where(orphan, Status.FREE, pool.status),
+            epoch=pool.epoch + orphan.astype(jnp.int32),
+        )
+
+        # 2. reports: finished trials tell their parent; the smallest accepted index wins
+        (reporter,) = jnp.nonzero(pool.status == Status.REPORT, size=K, fill_value=P)
+        valid = reporter < P
+        rep = gather(pool, jnp.minimum(reporter, P - 1))
+        accepted = valid & rep.report_accept
+        target = jnp.where(accepted, rep.parent, P)
+        best = pool.best_trial.at[target].min(rep.trial, mode="drop")
+        winner = accepted & (best[jnp.clip(rep.parent, 0, P - 1)] == rep.trial)
+        win_target = jnp.where(winner, rep.parent, P)
+        pool = pool._replace(best_trial=best)
+        pool = pool._replace(
+            x=scatter(pool.x, win_target, rep.x),
+            log_mu_block=pool.log_mu_block.at[win_target].set(rep.log_mu_total, mode="drop"),
+            answer_next=scatter(pool.answer_next, win_target, rep.answer),
+            has_next=pool.has_next.at[win_target].set(rep.has_answer, mode="drop"),
+        )
+        freed = jnp.where(valid, reporter, P)
+        pool = pool._replace(
+            status=pool.status.at[freed].set(Status.FREE, mode="drop"),
+            epoch=pool.epoch.at[freed].add(1, mode="drop"),
+        )
+
+        # 3. waiting tasks: resolve (winner known, all earlier trials rejected) or next batch
+        live = pool.status != Status.FREE
+        child = live & (pool.parent >= 0)
+        segment = jnp.where(child, pool.parent, P)
+        live_children = jax.ops.segment_sum(child.astype(jnp.int32), segment, P + 1)[:P]
+        parent = jnp.clip(pool.parent, 0, P - 1)
+        below = child & (pool.trial < pool.best_trial[parent])
+        live_below = jax.ops.segment_sum(below.astype(jnp.int32), segment, P + 1)[:P]
+        waiting = pool.status == Status.WAITING
+        resolved = waiting & (pool.best_trial < NO_TRIAL) & (live_below == 0)
+        exhausted = (
+            waiting
+            & (pool.best_trial >= NO_TRIAL)
+            & (pool.trial_next >= pool.batch_end)
+            & (live_children == 0)
+        )
+        next_batch = jnp.minimum(pool.batch + 1, self.batch_sizes.shape[0] - 1)
+        pool = pool._replace(
+            status=jnp.where(resolved, Status.BLOCK_DONE, pool.status),
+            cursor=jnp.where(resolved, pool.block_end, pool.cursor),
+            epoch=pool.epoch + resolved.astype(jnp.int32),
+            batch=jnp.where(exhausted, next_batch, pool.batch),
+            batch_end=jnp.where(
+                exhausted, pool.batch_end + self.batch_sizes[next_batch], pool.batch_end
+            ),
+        )
+
+        # 4. local transitions of up to K tasks
+        local = self.is_local(pool)
+        (movers,) = jnp.nonzero(local, size=K, fill_value=P)
+        moved = jax.vmap(self.local_step)(gather(pool, jnp.minimum(movers, P - 1)))
+        pool = scatter(pool, movers, moved)
+
+        # 5. completed draws: write their outputs and free their slots
+        (completing,) = jnp.nonzero(pool.status == Status.COMPLETE, size=K, fill_value=P)
+        valid = completing < P
+        comp = gather(pool, jnp.minimum(completing, P - 1))
+        final = comp.answer if plan.final_query else None
+        outputs = jax.vmap(self.process.output)(comp.x, final)
+        draw_target = jnp.where(valid, comp.draw, plan.num_draws)
+        output = scatter(state.output, draw_target, outputs)
+        done = state.done.at[draw_target].set(True, mode="drop")
+        freed = jnp.where(valid, completing, P)
+        pool = pool._replace(
+            status=pool.status.at[freed].set(Status.FREE, mode="drop"),
+            epoch=pool.epoch.at[freed].add(1, mode="drop"),
+        )
+
+        # 6. spawn residual trials and start new draws, keeping the pool deadlock-free
+        pool, next_draw, started, spawned = self.admit(pool, state)
+
+        progressed = (
+            jnp.any(orphan)
+            | jnp.any(reporter < P)
+            | jnp.any(resolved | exhausted)
+            | jnp.any(movers < P)
+            | jnp.any(completing < P)
+            | spawned
+        )
+        state = state._replace(
+            pool=pool, output=output, done=done, started=started, next_draw=next_draw
+        )
+        return state, progressed
+
+    def admit(self, pool: Pool, state: EngineState):
+        plan = self.plan
+        P, K = plan.num_slots, plan.max_transitions
+        live = pool.status != Status.FREE
+        child = live & (pool.parent >= 0)
+        segment = jnp.where(child, pool.parent, P)
+        live_children = jax.ops.segment_sum(child.astype(jnp.int32), segment, P + 1)[:P]
+        waiting = pool.status == Status.WAITING
+        length = pool.block_end - pool.block_start
+        need = jnp.where(
+            waiting,
+            self.depth[jnp.clip(length, 0, plan.block_size + 1)],
+            self.depth[jnp.clip(pool.max_block, 0, plan.block_size + 1)],
+        )
+        leaves = live & (live_children == 0)
+        free = jnp.sum(~live)
+        budget = free - jnp.sum(jnp.where(leaves, need, 0))
+
+        # spawn candidates: first the first trial of every waiting task without children
+        # (always admissible), then further trials as (parent, offset) pairs in slot order
+        demand = jnp.where(waiting, jnp.maximum(pool.batch_end - pool.trial_next, 0), 0)
+        wants_first = (demand > 0) & (live_children == 0)
+        (first_parent,) = jnp.nonzero(wants_first, size=K, fill_value=P)
+        first_valid = first_parent < P
+        extra_demand = demand - wants_first.astype(jnp.int32)
+        cumulative = jnp.cumsum(extra_demand)
+        index = jnp.arange(K)
+        extra_parent = jnp.minimum(jnp.searchsorted(cumulative, index, side="right"), P - 1)
+        extra_valid = index < cumulative[-1]
+        extra_offset = (
+            index
+            - (cumulative[extra_parent] - extra_demand[extra_parent])
+            + wants_first[extra_parent].astype(jnp.int32)
+        )
+        spawn_parent = jnp.concatenate([jnp.minimum(first_parent, P - 1), extra_parent])
+        offset = jnp.concatenate([jnp.zeros(K, jnp.int32), extra_offset])
+        child_need = self.depth[jnp.clip((length[spawn_parent] + 1) // 2, 0, plan.block_size + 1)]
+        spawn_cost = jnp.concatenate([jnp.zeros(K, jnp.int32), 1 + child_need[K:]])
+
+        # new draws
+        root_draw = state.next_draw + index
+        root_valid = root_draw < plan.num_draws
+        root_cost = jnp.full((K,), 1 + int(plan.depth[plan.block_size]), jnp.int32)
+
+        is_first = jnp.concatenate([first_valid, jnp.zeros(2 * K, bool)])
+        valid = jnp.concatenate([first_valid, extra_valid, root_valid])
+        cost = jnp.concatenate([spawn_cost, root_cost])
+        # firsts are always admitted (they keep the invariant); others while the budget
+        # lasts (spend is monotone, so extras are admitted in order: smallest trial first)
+        spend = jnp.cumsum(jnp.where(valid & ~is_first, cost, 0))
+        admitted = valid & (is_first | (spend <= budget))
+        rank = jnp.cumsum(admitted) - 1
+        admitted = admitted & (rank < free)
+        (free_slots,) = jnp.nonzero(~live, size=3 * K, fill_value=P)
+        destination = jnp.where(admitted, free_slots[jnp.clip(rank, 0, 3 * K - 1)], P)
+        spawn_destination, root_destination = destination[: 2 * K], destination[2 * K :]
+        spawn_ok, root_ok = admitted[: 2 * K], admitted[2 * K :]
+        K2 = 2 * K
+
+        # children
+        parents = gather(pool, spawn_parent)
+        trial = parents.trial_next + offset
+        k_left, k_right, k_accept = jax.vmap(trial_keys)(parents.key_residual, trial)
+        half = (length[spawn_parent] + 1) // 2
+        old_epoch = pool.epoch[jnp.minimum(spawn_destination, P - 1)]
+        children = parents._replace(
+            status=jnp.full((K2,), Status.START, jnp.int32),
+            parent=spawn_parent.astype(jnp.int32),
+            parent_epoch=parents.epoch,
+            epoch=old_epoch + 1,
+            trial=trial,
+            key_first=k_left,
+            key_second=k_right,
+            key_accept=k_accept,
+            start=parents.block_start,
+            stop=parents.block_end,
+            max_block=half,
+            block_index=jnp.zeros((K2,), jnp.int32),
+            block_end=parents.block_start + half,
+            cursor=parents.block_start,
+            has_answer=jnp.ones((K2,), bool),
+            has_next=jnp.zeros((K2,), bool),
+            answer_parent=parents.answer,
+            log_mu_block=jnp.zeros((K2,), jnp.float32),
+            log_mu_total=jnp.zeros((K2,), jnp.float32),
+            best_trial=jnp.full((K2,), NO_TRIAL, jnp.int32),
+        )
+        pool = scatter(pool, spawn_destination, children)
+        spawned_per_parent = jax.ops.segment_sum(
+            spawn_ok.astype(jnp.int32), jnp.where(spawn_ok, spawn_parent, P), P + 1
+        )[:P]
+        pool = pool._replace(trial_next=pool.trial_next + spawned_per_parent)
+
+        # roots
+        draw = jnp.minimum(root_draw, plan.num_draws - 1)
+        k_init, k_run = jax.vmap(jax.random.split, out_axes=1)(self.keys[draw])
+        x0 = jax.vmap(self.process.init)(k_init)
+        template = gather(pool, jnp.zeros((K,), jnp.int32))
+        zeros = jnp.zeros((K,), jnp.int32)
+        roots = template._replace(
+            status=jnp.full((K,), Status.START, jnp.int32),
+            draw=draw.astype(jnp.int32),
+            parent=zeros - 1,
+            parent_epoch=zeros,
+            epoch=pool.epoch[jnp.minimum(root_destination, P - 1)] + 1,
+            trial=zeros,
+            key_first=k_run,
+            start=zeros,
+            stop=zeros + plan.num_steps,
+            max_block=zeros + plan.block_size,
+            block_index=zeros,
+            block_start=zeros,
+            block_end=zeros + min(plan.block_size, plan.num_steps),
+            cursor=zeros,
+            x=x0,
+            has_answer=jnp.zeros((K,), bool),
+            has_next=jnp.zeros((K,), bool),
+            log_mu_block=jnp.zeros((K,), jnp.float32),
+            log_mu_total=jnp.zeros((K,), jnp.float32),
+            best_trial=jnp.full((K,), NO_TRIAL, jnp.int32),
+        )
+        pool = scatter(pool, root_destination, roots)
+        num_started = jnp.sum(root_ok)
+        started = state.started.at[jnp.where(root_ok, draw, plan.num_draws)].set(True, mode="drop")
+        return pool, state.next_draw + num_started, started, jnp.any(admitted)
+
+    def transitions(self, state: EngineState) -> EngineState:
+        def cond(carry):
+            _, progressed, count = carry
+            return progressed & (count < 100_000)
+
+        def body(carry):
+            state, _, count = carry
+            state, progressed = self.micro_step(state)
+            return state, progressed, count + 1
+
+        state, _, _ = jax.lax.while_loop(cond, body, (state, jnp.array(True), jnp.array(0)))
+        return state
+
+    # ------------------------------------------------------------------ a round
+    def demand(self, pool: Pool) -> Array:
+        st = pool.status
+        single = (
+            (st == Status.NEED_ANSWER)
+            | ((st == Status.LEAF) & ~pool.has_answer)
+            | (st == Status.NEED_FINAL)
+        )
+        scoring = jnp.where(st == Status.SCORING, pool.score_end - pool.score_next, 0)
+        return jnp.where(single, 1, scoring)
+
+    def query_round(self, state: EngineState, batch: int) -> EngineState:
+        """Gather up to ``batch`` ready queries, call the oracle once on them, scatter back."""
+        plan, p = self.plan, self.process
+        P = plan.num_slots
+        pool = state.pool
+        # older draws first (then slot order), so that a tight query capacity delays new
+        # draws rather than starving old ones
+        priority = jnp.argsort(pool.draw * P + jnp.arange(P))
+        demand = self.demand(pool)[priority]
+        cumulative = jnp.cumsum(demand)
+        index = jnp.arange(batch)
+        rank = jnp.minimum(jnp.searchsorted(cumulative, index, side="right"), P - 1)
+        valid = index < jnp.minimum(cumulative[-1], batch)
+        offset = index - (cumulative[rank] - demand[rank])
+        slot = priority[rank]
+        status = pool.status[slot]
+        scoring = status == Status.SCORING
+        step = jnp.where(
+            scoring,
+            pool.score_next[slot] + offset,
+            jnp.where(status == Status.NEED_FINAL, plan.num_steps, pool.cursor[slot]),
+        )
+        x = gather(pool.x, slot)
+        answers = jax.vmap(p.query)(x, step)
+
+        # scoring queries: accumulate target log-densities (and rows for verification)
+        in_block = valid & scoring & (step < pool.block_end[slot])
+        safe_step = jnp.minimum(step, plan.num_steps - 1)
+        reduced = jax.vmap(p.reduce)(x, safe_step, answers)
+        log_mu = jax.vmap(p.target_logp)(x, safe_step, reduced)
+        target = jnp.where(in_block, slot, P)
+        log_mu_block = (
+            pool.log_mu_block
+            + jax.ops.segment_sum(jnp.where(in_block, log_mu, 0.0), target, P + 1)[:P]
+        )
+        rows = pool.rows
+        if plan.verify != "sequence":
+            position = jnp.clip(step - pool.block_start[slot], 0, plan.block_size - 1)
+            rows = jax.tree.map(
+                lambda buf, row: buf.at[target, position].set(row, mode="drop"), rows, reduced
+            )
+        taken = jax.ops.segment_sum(
+            (valid & scoring).astype(jnp.int32), jnp.where(valid & scoring, slot, P), P + 1
+        )[:P]
+        lookahead = valid & scoring & (step == pool.block_end[slot])
+        single = valid & ~scoring
+        answer_target = jnp.where(single, slot, P)
+        next_target = jnp.where(lookahead, slot, P)
+        new_status = jnp.where(
+            status == Status.NEED_ANSWER,
+            Status.START,
+            jnp.where(status == Status.NEED_FINAL, Status.COMPLETE, status),
+        )
+        pool = pool._replace(
+            log_mu_block=log_mu_block,
+            rows=rows,
+            score_next=pool.score_next + taken,
+            answer=scatter(pool.answer, answer_target, answers),
+            has_answer=pool.has_answer.at[answer_target].set(True, mode="drop"),
+            answer_next=scatter(pool.answer_next, next_target, answers),
+            has_next=pool.has_next.at[next_target].set(True, mode="drop"),
+            status=pool.status.at[answer_target].set(new_status, mode="drop"),
+        )
+        draw = jnp.where(valid, pool.draw[slot], plan.num_draws)
+        queries = (
+            state.queries
+            + jax.ops.segment_sum(valid.astype(jnp.int32), draw, plan.num_draws + 1)[
+                : plan.num_draws
+            ]
+        )
+        return state._replace(pool=pool, queries=queries)
+
+    def round(self, state: EngineState) -> EngineState:
+        state = self.transitions(state)
+        total = jnp.sum(self.demand(state.pool))
+        active = state.started & ~state.done
+        buckets = self.plan.query_buckets
+        # the smallest bucket that holds the demand (the largest if none does)
+        choice = jnp.sum(jnp.asarray(buckets)[:-1] < total)
+        branches = [lambda s, b=b: self.query_round(s, b) for b in buckets]
+        queried = jax.lax.switch(choice, branches, state)
+        has_demand = total > 0
+        state = _where(has_demand, queried, state)
+        return state._replace(
+            rounds=state.rounds + (active & has_demand).astype(jnp.int32),
+            total_rounds=state.total_rounds + has_demand.astype(jnp.int32),
+            stalled=~has_demand & ~jnp.all(state.done),
+        )
+
+    def run(self) -> Samples:
+        plan, p = self.plan, self.process
+        key_like = self.keys[0]
+        x_like = jax.tree.map(
+            lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(p.init, key_like)
+        )
+        answer_like = jax.tree.map(
+            lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(p.query, x_like, 0)
+        )
+        reduced_like = jax.eval_shape(p.reduce, x_like, 0, answer_like)
+        rows_size = plan.block_size if plan.verify != "sequence" else 1
+        rows_like = jax.tree.map(lambda s: jnp.zeros((rows_size,) + s.shape, s.dtype), reduced_like)
+        output_like = jax.eval_shape(p.output, x_like, answer_like if plan.final_query else None)
+        D = plan.num_draws
+        state = EngineState(
+            pool=empty_pool(plan.num_slots, key_like, x_like, answer_like, rows_like),
+            output=jax.tree.map(lambda s: jnp.zeros((D,) + s.shape, s.dtype), output_like),
+            done=jnp.zeros(D, bool),
+            started=jnp.zeros(D, bool),
+            rounds=jnp.zeros(D, jnp.int32),
+            queries=jnp.zeros(D, jnp.int32),
+            next_draw=jnp.array(0, jnp.int32),
+            total_rounds=jnp.array(0, jnp.int32),
+            stalled=jnp.array(False),
+        )
+
+        def cond(state):
+            return ~jnp.all(state.done) & ~state.stalled & (state.total_rounds < plan.max_rounds)
+
+        state = jax.lax.while_loop(cond, self.round, state)
+        jax.debug.callback(_raise_if_stalled, state.stalled | ~jnp.all(state.done))
+        return Samples(state.output, state.rounds, state.queries)
+
+
+def _raise_if_stalled(stalled) -> None:
+    if np.any(stalled):
+        raise RuntimeError(
+            "the autospeculation scheduler stopped before every draw was complete; this is a "
+            "bug, please report it with the process and capacities used"
+        )
+
+
+def run(
+    process,
+    keys: Array,
+    config: SamplerConfig | None = None,
+    capacity: Capacity | None = None,
+) -> Samples:
+    """Draw ``len(keys)`` exact samples from ``process``, sharing one task pool.
+
+    Draw ``i`` equals ``numpyro_autospec.reference.sample(process, keys[i], config).value``;
+    ``rounds[i]`` and ``queries[i]`` are what the scheduler executed for it.  Pure JAX: works
+    under ``jit`` and ``vmap`` (``process``, ``config`` and ``capacity`` are static).
+
+    Example
+    -------
+    >>> import jax
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(64, beta=1.0), 64, 2)
+    >>> samples = run(process, jax.random.split(jax.random.PRNGKey(0), 4))
+    >>> samples.value.shape, samples.rounds.shape
+    ((4, 64), (4,))
+    """
+    config = config or SamplerConfig()
+    capacity = capacity or Capacity()
+    keys = jnp.asarray(keys)
+    if jax.dtypes.issubdtype(keys.dtype, jax.dtypes.prng_key):
+        keys = jax.random.key_data(keys)
+    if keys.ndim != 2:
+        raise ValueError(f"keys must be a batch of PRNG keys of shape [D, 2], got {keys.shape}")
+    plan_ = plan(process, config, capacity, keys.shape[0], keys[0])
+    return _Scheduler(process, config, plan_, keys).run()
