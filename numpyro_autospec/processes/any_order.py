@@ -118,15 +118,13 @@ class AnyOrderProcess:
                 values = observed_values
                 if values.shape != (n,):
                     raise ValueError(
-                        f"site {name!r}: observed_values must have shape ({n},), "
-                        f"got {values.shape}"
+                        f"site {name!r}: observed_values must have shape ({n},), got {values.shape}"
                     )
             else:
                 values = np.asarray(observed_values)
                 if values.shape != (n,):
                     raise ValueError(
-                        f"site {name!r}: observed_values must have shape ({n},), "
-                        f"got {values.shape}"
+                        f"site {name!r}: observed_values must have shape ({n},), got {values.shape}"
                     )
                 check_values_in_support(np.where(mask, values, 0), q, name=name)
         self.observed_mask = mask
@@ -153,8 +151,10 @@ class AnyOrderProcess:
         else:
             free = jnp.asarray(self.order)
         order = jnp.concatenate([jnp.asarray(self._observed_sites), free]).astype(jnp.int32)
-        rank = jnp.zeros(self.num_positions, jnp.int32).at[order].set(
-            jnp.arange(self.num_positions, dtype=jnp.int32)
+        rank = (
+            jnp.zeros(self.num_positions, jnp.int32)
+            .at[order]
+            .set(jnp.arange(self.num_positions, dtype=jnp.int32))
         )
         return AnyOrderState(values=self.observed_values, order=order, rank=rank)
 
