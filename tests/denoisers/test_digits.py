@@ -1,5 +1,6 @@
 """The scikit-learn digits as an exact point-cloud denoiser in dimension 64."""
 
+import importlib.util
 import sys
 
 import jax
@@ -20,12 +21,18 @@ NUM_IMAGES = 1797
 DIM = 64
 Z_TOLERANCE = 5.0  # standard errors per coordinate, as in the other Monte Carlo tests
 
+# scikit-learn ships the data set; it is an optional dependency (the `examples` extra).
+requires_scikit_learn = pytest.mark.skipif(
+    importlib.util.find_spec("sklearn") is None, reason="scikit-learn is not installed"
+)
+
 
 @pytest.fixture(scope="module")
 def denoiser() -> PointCloudDenoiser:
     return digits_point_cloud()
 
 
+@requires_scikit_learn
 def test_points_and_labels(denoiser: PointCloudDenoiser) -> None:
     from sklearn.datasets import load_digits
 
@@ -41,21 +48,25 @@ def test_points_and_labels(denoiser: PointCloudDenoiser) -> None:
     np.testing.assert_array_equal(np.unique(np.asarray(denoiser.labels)), np.arange(10))
 
 
+@requires_scikit_learn
 def test_unscaled_pixels(denoiser: PointCloudDenoiser) -> None:
     unscaled = digits_point_cloud(scale=False)
     assert float(unscaled.points.max()) == DIGITS_MAX_PIXEL_VALUE
     np.testing.assert_allclose(unscaled.points, DIGITS_MAX_PIXEL_VALUE * denoiser.points)
 
 
+@requires_scikit_learn
 def test_meets_the_denoiser_contract(denoiser: PointCloudDenoiser) -> None:
     validate_denoiser(denoiser, DIM, times=np.linspace(0.0, 200.0, 2001))
 
 
+@requires_scikit_learn
 def test_time_zero_gives_the_mean_image(denoiser: PointCloudDenoiser) -> None:
     mean_image = np.asarray(denoiser.points, dtype=np.float64).mean(axis=0)
     np.testing.assert_allclose(denoiser(0.0, jnp.zeros(DIM)), mean_image, atol=1e-6)
 
 
+@requires_scikit_learn
 @pytest.mark.parametrize("t", [0.5, 5.0, 50.0])
 def test_matches_brute_force_bayes(denoiser: PointCloudDenoiser, t: float) -> None:
     points = np.asarray(denoiser.points, dtype=np.float64)
@@ -67,6 +78,7 @@ def test_matches_brute_force_bayes(denoiser: PointCloudDenoiser, t: float) -> No
         np.testing.assert_allclose(denoiser(t, y), weights @ points, atol=1e-5)
 
 
+@requires_scikit_learn
 def test_large_time_recovers_image_and_label(denoiser: PointCloudDenoiser) -> None:
     t = 1e4
     indices = np.random.default_rng(1).integers(0, NUM_IMAGES, size=64)
@@ -80,6 +92,7 @@ def test_large_time_recovers_image_and_label(denoiser: PointCloudDenoiser) -> No
     np.testing.assert_array_equal(denoiser.labels[recovered], denoiser.labels[indices])
 
 
+@requires_scikit_learn
 def test_martingale_property(denoiser: PointCloudDenoiser) -> None:
     """E_y[f(t, y)] = E[Y] at t = 2, where the posterior is spread over several images."""
     t, num_samples = 2.0, 4_000

@@ -2,6 +2,7 @@
 
 import doctest
 import importlib
+import importlib.util
 
 import pytest
 
@@ -10,7 +11,12 @@ MODULE_NAMES = [
     "numpyro_autospec.denoisers.validation",
     "numpyro_autospec.denoisers.point_cloud",
     "numpyro_autospec.denoisers.gaussian_mixture",
-    "numpyro_autospec.denoisers.digits",
+    pytest.param(
+        "numpyro_autospec.denoisers.digits",
+        marks=pytest.mark.skipif(
+            importlib.util.find_spec("sklearn") is None, reason="scikit-learn is not installed"
+        ),
+    ),
 ]
 
 
