@@ -77,6 +77,24 @@ class _Jitted:
             "init",
         ):
             setattr(self, name, jax.jit(getattr(process, name)))
+        for name, fn in (
+            ("block_keys", block_keys),
+            ("trial_keys", trial_keys),
+            ("speculation_accepts", speculation_accepts),
+            ("residual_accepts", residual_accepts),
+        ):
+            setattr(self, name, jax.jit(fn))
+
+        def target_log_density(x, a, m, answer):
+            """sum_k target_logp(x, k, query(x, k)) over [a, a+m), the query at a reused."""
+            steps = a + jnp.arange(1, m)
+            answers = jax.vmap(process.query, (None, 0))(x, steps)
+            reduced = jax.vmap(process.reduce, (None, 0, 0))(x, steps, answers)
+            rest = jax.vmap(process.target_logp, (None, 0, 0))(x, steps, reduced)
+            return process.target_logp(x, a, process.reduce(x, a, answer)) + jnp.sum(rest)
+
+        # one compiled program per block length m (static)
+        self.target_log_density = jax.jit(target_log_density, static_argnums=2)
         if hasattr(process, "spec_reduce"):
             self.spec_reduce = jax.jit(process.spec_reduce)
             self.step_value = jax.jit(process.step_value)
@@ -117,7 +135,7 @@ class _Sampler:
                 answer = None
             return _Result(x, log_mu, None, rounds, queries)
 
-        k_spec, k_accept, k_residual = block_keys(key)
+        k_spec, k_accept, k_residual = p.block_keys(key)
         rounds = queries = 0
         if answer is None:  # O_a = query(x, a): one round
             answer = p.query(x, a)
@@ -127,7 +145,7 @@ class _Sampler:
         log_mu, answer_next, new_queries = self._score(x_spec, a, m, answer)
         rounds, queries = rounds + 1, queries + new_queries
         log_nu = p.spec_logp(x_spec, a, m, answer)
-        if speculation_accepts(k_accept, log_mu, log_nu):
+        if p.speculation_accepts(k_accept, log_mu, log_nu):
             return _Result(x_spec, log_mu, answer_next, rounds, queries)
 
         # residual loop: batches of parallel trials, the first accepted trial wins
@@ -136,12 +154,12 @@ class _Sampler:
         while True:
             outcomes = []
             for g in range(trial, trial + batch_size(batch, self.config.growth)):
-                k_left, k_right, k_acc = trial_keys(k_residual, g)
+                k_left, k_right, k_acc = p.trial_keys(k_residual, g)
                 left = self.sample_block(k_left, x, a, half, answer)
                 right = self.sample_block(k_right, left.x, a + half, m - half, left.answer_next)
                 log_mu_y = left.log_mu + right.log_mu
                 log_nu_y = p.spec_logp(right.x, a, m, answer)
-                accepted = bool(residual_accepts(k_acc, log_mu_y, log_nu_y))
+                accepted = bool(p.residual_accepts(k_acc, log_mu_y, log_nu_y))
                 outcomes.append(
                     (
                         accepted,
@@ -166,10 +184,7 @@ class _Sampler:
         """One round: the target log-density of steps ``[a, a+m)`` of ``x`` (the query at
         ``a`` is ``answer``, reused) and, with lookahead, the query right after the block."""
         p = self.p
-        log_mu = 0.0
-        for k in range(a, a + m):
-            answer_k = answer if k == a else p.query(x, k)
-            log_mu = log_mu + p.target_logp(x, k, p.reduce(x, k, answer_k))
+        log_mu = p.target_log_density(x, a, m, answer)  # m - 1 queries, in parallel
         queries = m - 1
         answer_next = None
         if self._wants_lookahead(a + m):

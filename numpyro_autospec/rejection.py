@@ -29,6 +29,8 @@ __all__ = [
     "trial_keys",
     "speculation_accepts",
     "residual_accepts",
+    "speculation_log_accept_prob",
+    "residual_log_accept_prob",
     "batch_size",
 ]
 
@@ -45,20 +47,28 @@ def trial_keys(residual_key: Array, trial: Array) -> tuple[Array, Array, Array]:
     return k_left, k_right, k_accept
 
 
+def speculation_log_accept_prob(log_mu: Array, log_nu: Array) -> Array:
+    """:math:`\\log \\min(1, \\mu/\\nu)` for a speculation :math:`x' \\sim \\nu`."""
+    return jnp.minimum(log_mu - log_nu, 0.0)
+
+
+def residual_log_accept_prob(log_mu: Array, log_nu: Array) -> Array:
+    """:math:`\\log \\max(0, 1 - \\nu/\\mu)` for a residual trial :math:`y \\sim \\mu`,
+    with :math:`1 - e^d` computed as ``-expm1(d)``."""
+    difference = log_nu - log_mu
+    safe = jnp.where(difference < 0, difference, -1.0)
+    return jnp.where(difference < 0, jnp.log(-jnp.expm1(safe)), -jnp.inf)
+
+
 def speculation_accepts(key: Array, log_mu: Array, log_nu: Array) -> Array:
     """Accept :math:`x' \\sim \\nu` with probability :math:`\\min(1, e^{\\log\\mu - \\log\\nu})`."""
-    log_u = jnp.log(jax.random.uniform(key))
-    return log_u < log_mu - log_nu
+    return jnp.log(jax.random.uniform(key)) < speculation_log_accept_prob(log_mu, log_nu)
 
 
 def residual_accepts(key: Array, log_mu: Array, log_nu: Array) -> Array:
     """Accept a residual trial :math:`y \\sim \\mu` with probability
-    :math:`\\max(0, 1 - e^{\\log\\nu - \\log\\mu})`, computed as ``-expm1`` in log space."""
-    log_u = jnp.log(jax.random.uniform(key))
-    difference = log_nu - log_mu
-    safe = jnp.where(difference < 0, difference, -1.0)
-    log_accept = jnp.where(difference < 0, jnp.log(-jnp.expm1(safe)), -jnp.inf)
-    return log_u < log_accept
+    :math:`\\max(0, 1 - e^{\\log\\nu - \\log\\mu})`."""
+    return jnp.log(jax.random.uniform(key)) < residual_log_accept_prob(log_mu, log_nu)
 
 
 def batch_size(batch: int, growth: float) -> int:

@@ -33,7 +33,15 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
-__all__ = ["Verdict", "token_verify", "block_verify", "VERIFIERS"]
+__all__ = [
+    "Verdict",
+    "token_verify",
+    "block_verify",
+    "token_accept_probabilities",
+    "block_stop_probabilities",
+    "residual_probabilities",
+    "VERIFIERS",
+]
 
 
 class Verdict(NamedTuple):
@@ -61,6 +69,16 @@ def _log_ratios(target_rows: Array, draft_rows: Array, values: Array) -> Array:
     return pick(target_rows) - pick(draft_rows)
 
 
+def token_accept_probabilities(
+    target_rows: Array, draft_rows: Array, values: Array, gamma: Array
+) -> Array:
+    """Per-site acceptance probabilities :math:`\\min(1, p_i(X_i)/q_i(X_i))` (1 beyond
+    ``gamma``)."""
+    index = jnp.arange(values.shape[0])
+    log_ratio = _log_ratios(target_rows, draft_rows, values)
+    return jnp.where(index < gamma, jnp.exp(jnp.minimum(log_ratio, 0.0)), 1.0)
+
+
 def token_verify(
     key: Array, target_rows: Array, draft_rows: Array, values: Array, gamma: Array
 ) -> Verdict:
@@ -68,23 +86,20 @@ def token_verify(
     :math:`\\min(1, p_i(X_i)/q_i(X_i))` until the first rejection."""
     key_u, key_y = jax.random.split(key)
     size = values.shape[0]
-    log_u = jnp.log(jax.random.uniform(key_u, (size,)))
-    index = jnp.arange(size)
-    rejected = (log_u >= jnp.minimum(_log_ratios(target_rows, draft_rows, values), 0.0)) & (
-        index < gamma
-    )
+    u = jax.random.uniform(key_u, (size,))
+    rejected = u >= token_accept_probabilities(target_rows, draft_rows, values, gamma)
     kept = jnp.where(jnp.any(rejected), jnp.argmax(rejected), gamma).astype(jnp.int32)
     at = jnp.minimum(kept, size - 1)
     correction = _residual_sample(key_y, 0.0, target_rows[at], draft_rows[at])
     return Verdict(kept, correction)
 
 
-def block_verify(
-    key: Array, target_rows: Array, draft_rows: Array, values: Array, gamma: Array
-) -> Verdict:
-    """Block verification (Sun et al., ICLR 2025): keep the longest prefix accepted by the
-    backward Bernoulli chain described in the module docstring."""
-    key_u, key_y = jax.random.split(key)
+def block_stop_probabilities(
+    target_rows: Array, draft_rows: Array, values: Array, gamma: Array
+) -> tuple[Array, Array]:
+    """The backward chain of block verification: ``(stop, log_w)`` of length ``G + 1`` with
+    ``stop[i]`` the probability of :math:`\\eta_i = 1` (``stop[gamma] = w_gamma``,
+    ``stop[0] = 1``, zero beyond ``gamma``) and ``log_w[i]`` :math:`= \\log w_i`."""
     size = values.shape[0]
     index = jnp.arange(size)
     log_ratio = jnp.where(index < gamma, _log_ratios(target_rows, draft_rows, values), 0.0)
@@ -94,27 +109,41 @@ def block_verify(
         return log_w, log_w
 
     _, log_w_after = jax.lax.scan(cumulate, jnp.zeros((), log_ratio.dtype), log_ratio)
-    # log_w[i] for i = 0..size: weight after keeping i sites
     log_w = jnp.concatenate([jnp.zeros((1,), log_ratio.dtype), log_w_after])
-    residual = jnp.maximum(jnp.exp(log_w[:-1, None] + target_rows) - jnp.exp(draft_rows), 0.0).sum(
-        -1
-    )
+    residual = jnp.maximum(jnp.exp(log_w[:-1, None] + target_rows) - jnp.exp(draft_rows), 0.0)
+    residual = residual.sum(-1)
     w = jnp.exp(log_w[:-1])
     denominator = residual + 1.0 - w
-    stop_prob = jnp.where(
-        denominator > 0, residual / jnp.where(denominator > 0, denominator, 1.0), 1.0
-    )
-    # position gamma: keep everything with probability w_gamma
-    stop_prob = jnp.concatenate([stop_prob, jnp.zeros((1,), stop_prob.dtype)])
+    positive = denominator > 0
+    stop = jnp.where(positive, residual / jnp.where(positive, denominator, 1.0), 1.0)
+    stop = jnp.concatenate([stop, jnp.zeros((1,), stop.dtype)])
     full_index = jnp.arange(size + 1)
-    stop_prob = jnp.where(full_index == gamma, jnp.exp(log_w[jnp.minimum(gamma, size)]), stop_prob)
-    u = jax.random.uniform(key_u, (size + 1,))
-    eta = (u < stop_prob) & (full_index <= gamma)
-    eta = eta.at[0].set(True)
+    stop = jnp.where(full_index == gamma, jnp.exp(log_w[jnp.minimum(gamma, size)]), stop)
+    stop = jnp.where(full_index > gamma, 0.0, stop)
+    stop = stop.at[0].set(1.0)
+    return stop, log_w
+
+
+def block_verify(
+    key: Array, target_rows: Array, draft_rows: Array, values: Array, gamma: Array
+) -> Verdict:
+    """Block verification (Sun et al., ICLR 2025): keep the longest prefix accepted by the
+    backward Bernoulli chain described in the module docstring."""
+    key_u, key_y = jax.random.split(key)
+    size = values.shape[0]
+    stop, log_w = block_stop_probabilities(target_rows, draft_rows, values, gamma)
+    eta = jax.random.uniform(key_u, (size + 1,)) < stop
     kept = (size - jnp.argmax(eta[::-1])).astype(jnp.int32)
     at = jnp.minimum(kept, size - 1)
     correction = _residual_sample(key_y, log_w[at], target_rows[at], draft_rows[at])
     return Verdict(kept, correction)
+
+
+def residual_probabilities(log_weight: Array, target_row: Array, draft_row: Array) -> Array:
+    """The normalized residual :math:`(w p - q)_+ / \\sum (w p - q)_+` that corrections are
+    drawn from (token verification: :math:`w = 1`)."""
+    residual = jnp.maximum(jnp.exp(log_weight + target_row) - jnp.exp(draft_row), 0.0)
+    return residual / jnp.sum(residual)
 
 
 VERIFIERS = {"token": token_verify, "block": block_verify}
