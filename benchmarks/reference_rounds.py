@@ -1,0 +1,47 @@
+"""Rounds and queries of the *reference* sampler (the executable specification) on
+Curie-Weiss, next to sequential sampling.
+
+    .venv/bin/python benchmarks/reference_rounds.py --sizes 64 256 1024 --draws 20
+
+The reference is plain Python recursion (slow); the engine reproduces its rounds exactly
+(tests/engine/test_scheduler.py), so use benchmarks/rounds.py for large sweeps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+import numpy as np
+
+from numpyro_autospec import reference
+from numpyro_autospec.config import SamplerConfig
+from numpyro_autospec.oracles import CurieWeissOracle
+from numpyro_autospec.processes import AnyOrderProcess
+
+
+def main(args: argparse.Namespace) -> None:
+    print(
+        f"{'n':>6} {'mean rounds':>12} {'p90 rounds':>11} {'mean queries':>13} "
+        f"{'sequential':>11} {'seconds':>8}"
+    )
+    for n in args.sizes:
+        process = AnyOrderProcess(CurieWeissOracle(n, beta=args.beta), n, 2)
+        start = time.time()
+        _, rounds, queries = reference.sample_many(
+            process, jax.random.PRNGKey(n), args.draws, SamplerConfig()
+        )
+        print(
+            f"{n:>6} {rounds.mean():>12.1f} {np.percentile(rounds, 90):>11.1f} "
+            f"{queries.mean():>13.0f} {n:>11} {time.time() - start:>8.0f}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024])
+    parser.add_argument("--draws", type=int, default=20)
+    parser.add_argument("--beta", type=float, default=1.0)
+    main(parser.parse_args())
