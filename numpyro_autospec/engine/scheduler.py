@@ -147,7 +147,9 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
             break
         size = max(16, size // 4)
     if capacity.max_transitions is None:
-        max_transitions = max(1, min(num_slots, 64))
+        # gathering K slots costs K * slot_bytes per micro-step: small targets afford all
+        affordable = capacity.memory_budget // (16 * slot_bytes)
+        max_transitions = max(1, min(num_slots, max(64, affordable)))
     else:
         max_transitions = int(capacity.max_transitions)
         if max_transitions < 1:

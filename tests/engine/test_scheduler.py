@@ -1,0 +1,173 @@
+"""The round scheduler: same draws as the reference, for every method and every capacity;
+exact laws by goodness-of-fit (p > 1e-4, fixed seeds); a wrong sampler is caught.
+
+Because every random decision is derived from the root key exactly as in the reference
+sampler, the engine's draws are compared with the reference's *draw for draw*, which is much
+stronger than a law-level comparison; the goodness-of-fit tests then check the law itself at
+draw counts the slow reference cannot afford.
+"""
+
+import jax
+import numpy as np
+import pytest
+
+import numpyro_autospec.engine.scheduler as scheduler
+from numpyro_autospec import reference
+from numpyro_autospec.config import SamplerConfig
+from numpyro_autospec.engine import Capacity, run
+from numpyro_autospec.oracles import (
+    CurieWeissOracle,
+    PerturbedOracle,
+    TableOracle,
+)
+from numpyro_autospec.processes import AnyOrderProcess
+from tests.gof import assert_gof, chisquare_gof, encode_configurations
+
+N, Q = 4, 3
+CONFIGS = {
+    "autospec": SamplerConfig(),
+    "autospec-block2": SamplerConfig(block_size=2, growth=0.5),
+    "assd": SamplerConfig(method="assd", block_size=3),
+    "block": SamplerConfig(method="block", block_size=4),
+    "sequential": SamplerConfig(method="sequential"),
+}
+STARVED = Capacity(num_slots=3, max_queries=1, max_transitions=1)
+
+
+def random_table(seed, n=N, q=Q, concentration=0.6):
+    rng = np.random.default_rng(seed)
+    return TableOracle(np.log(rng.dirichlet(np.full(q**n, concentration))).reshape((q,) * n))
+
+
+def probs_of(log_probs):
+    return np.exp(np.asarray(log_probs, np.float64)).ravel()
+
+
+def engine_draws(process, key, num_draws, config, capacity=None, chunk=5000):
+    """Draws in chunks of one pool each (jit once per chunk size)."""
+    fn = jax.jit(lambda keys: run(process, keys, config, capacity))
+    keys = jax.random.split(key, num_draws)
+    outs = [fn(keys[i : i + chunk]) for i in range(0, num_draws, chunk)]
+    value = np.concatenate([np.asarray(o.value) for o in outs])
+    rounds = np.concatenate([np.asarray(o.rounds) for o in outs])
+    queries = np.concatenate([np.asarray(o.queries) for o in outs])
+    return value, rounds, queries
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_draws_equal_the_reference(name):
+    config = CONFIGS[name]
+    process = AnyOrderProcess(random_table(0), N, Q)
+    key = jax.random.PRNGKey(11)
+    value, rounds, queries = engine_draws(process, key, 60, config)
+    ref_value, ref_rounds, ref_queries = reference.sample_many(process, key, 60, config)
+    np.testing.assert_array_equal(value, ref_value)
+    np.testing.assert_array_equal(rounds, ref_rounds)  # ample capacity: same parallel time
+    assert np.all(queries <= ref_queries)  # the engine cancels losing trials
+
+
+@pytest.mark.parametrize("name", ["autospec", "assd", "block"])
+def test_capacities_do_not_change_draws(name):
+    config = CONFIGS[name]
+    process = AnyOrderProcess(random_table(1), N, Q)
+    key = jax.random.PRNGKey(12)
+    ample, ample_rounds, _ = engine_draws(process, key, 40, config)
+    starved, starved_rounds, _ = engine_draws(process, key, 40, config, STARVED)
+    np.testing.assert_array_equal(starved, ample)
+    assert starved_rounds.mean() >= ample_rounds.mean()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["autospec", "assd", "block"])
+def test_exact_on_random_table(name):
+    """40 000 draws, chi-square over all 81 cells (detects an absolute error of 0.01 in a
+    cell of probability 0.05, tests/gof.py power_draws)."""
+    oracle = random_table(2)
+    value, _, _ = engine_draws(
+        AnyOrderProcess(oracle, N, Q), jax.random.PRNGKey(13), 40_000, CONFIGS[name]
+    )
+    assert_gof(encode_configurations(value, Q), probs_of(oracle.log_probs), threshold=1e-4)
+
+
+@pytest.mark.slow
+def test_exact_with_a_starved_pool():
+    oracle = random_table(3)
+    value, _, _ = engine_draws(
+        AnyOrderProcess(oracle, N, Q), jax.random.PRNGKey(14), 20_000, SamplerConfig(), STARVED
+    )
+    assert_gof(encode_configurations(value, Q), probs_of(oracle.log_probs), threshold=1e-4)
+
+
+@pytest.mark.slow
+def test_exact_for_inconsistent_oracle_and_infilling():
+    order = np.array([3, 1, 0, 2])
+    mask = np.array([False, True, False, False])
+    observed = np.array([0, 2, 0, 0])
+    oracle = PerturbedOracle(random_table(4), 0.5, jax.random.PRNGKey(5))
+    process = AnyOrderProcess(
+        oracle, N, Q, observed_values=observed, observed_mask=mask, order=order
+    )
+    value, _, _ = engine_draws(process, jax.random.PRNGKey(15), 40_000, SamplerConfig())
+    assert (value[:, 1] == 2).all()
+    expected = probs_of(oracle.sequential_log_probs(order, observed, mask))
+    assert_gof(encode_configurations(value, Q), expected, threshold=1e-4)
+
+
+def test_curie_weiss_magnetization_law():
+    n = 32
+    oracle = CurieWeissOracle(n, beta=1.2)
+    value, rounds, _ = engine_draws(
+        AnyOrderProcess(oracle, n, 2), jax.random.PRNGKey(16), 6_000, SamplerConfig(), chunk=3000
+    )
+    ups = value.sum(axis=1)
+    assert_gof(ups, np.exp(oracle.magnetization_log_probs()), threshold=1e-4)
+    assert rounds.mean() < n / 2
+
+
+def test_wrong_sampler_is_caught(monkeypatch):
+    """Residual trials accepted unconditionally: the law becomes min(mu, nu) + TV mu."""
+    monkeypatch.setattr(scheduler, "residual_accepts", lambda key, log_mu, log_nu: True)
+    oracle = random_table(2)
+    value, _, _ = engine_draws(
+        AnyOrderProcess(oracle, N, Q), jax.random.PRNGKey(13), 8_000, SamplerConfig()
+    )
+    result = chisquare_gof(encode_configurations(value, Q), probs_of(oracle.log_probs))
+    assert result.p_value <= 1e-4
+
+
+def test_jit_and_vmap_over_pools():
+    process = AnyOrderProcess(random_table(5), N, Q)
+    keys = jax.random.split(jax.random.PRNGKey(18), 6).reshape(2, 3, 2)
+    batched = jax.jit(jax.vmap(lambda k: run(process, k)))(keys)
+    for i in range(2):
+        single = run(process, keys[i])
+        np.testing.assert_array_equal(batched.value[i], single.value)
+        np.testing.assert_array_equal(batched.rounds[i], single.rounds)
+
+
+def test_oracle_traced_a_bounded_number_of_times():
+    traces = []
+    table = random_table(6)
+
+    def counting_oracle(x, mask):
+        traces.append(1)
+        return table(x, mask)
+
+    process = AnyOrderProcess(counting_oracle, N, Q)
+    fn = jax.jit(lambda k: run(process, k))
+    fn(jax.random.split(jax.random.PRNGKey(0), 4))
+    first = len(traces)
+    fn(jax.random.split(jax.random.PRNGKey(1), 4))
+    assert len(traces) == first  # no retrace for new keys
+    assert first <= 16  # shape probes plus one trace per query-batch bucket
+
+
+def test_too_small_pool_is_refused():
+    process = AnyOrderProcess(random_table(6), N, Q)
+    with pytest.raises(ValueError, match="num_slots"):
+        run(
+            process,
+            jax.random.split(jax.random.PRNGKey(0), 2),
+            SamplerConfig(),
+            Capacity(num_slots=1),
+        )
