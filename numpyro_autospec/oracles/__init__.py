@@ -1,20 +1,61 @@
-"""Exact and learned-like any-order oracles and their validation."""
+"""Any-order oracles: the protocol, exact targets, inconsistent learned-like models, validation.
+
+Exact (consistent) oracles: :class:`TableOracle` (explicit joint, small :math:`n`),
+:class:`CurieWeissOracle` (mean field, :math:`O(n)` per query), :class:`IsingChainOracle`
+(forward-backward, :math:`O(n)` per query).  Inconsistent oracles, whose sampler law is that of
+sequential any-order sampling: :class:`PerturbedOracle` (exact sequential law available) and
+:class:`HopfieldOracle` (logistic, learned-like).
+
+Each class is a thin shell over a pure function of its parameters and the query
+(``table_log_marginals``, ``curie_weiss_log_marginals``, ...): passing the parameters as
+arguments lets ``jit`` compile once per shape rather than once per instance.
+"""
 
 from numpyro_autospec.oracles.base import AnyOrderOracle
-from numpyro_autospec.oracles.curie_weiss import CurieWeissOracle
-from numpyro_autospec.oracles.hopfield import HopfieldOracle
-from numpyro_autospec.oracles.ising_chain import IsingChainOracle
-from numpyro_autospec.oracles.perturbed import PerturbedOracle
-from numpyro_autospec.oracles.table import TableOracle
-from numpyro_autospec.oracles.validation import OracleError, validate_oracle
+from numpyro_autospec.oracles.curie_weiss import CurieWeissOracle, curie_weiss_log_marginals
+from numpyro_autospec.oracles.hopfield import HopfieldOracle, hopfield_log_marginals
+from numpyro_autospec.oracles.ising_chain import IsingChainOracle, ising_chain_log_marginals
+from numpyro_autospec.oracles.perturbed import PerturbedOracle, perturbed_log_marginals
+from numpyro_autospec.oracles.table import TableOracle, table_log_marginals
+from numpyro_autospec.oracles.validation import (
+    DEFECT_NAN,
+    DEFECT_OK,
+    DEFECT_POSINF,
+    DEFECT_UNNORMALIZED,
+    OracleDefect,
+    OracleError,
+    check_oracle_signature,
+    check_permutation,
+    check_values_in_support,
+    describe_defect,
+    log_marginals_defect,
+    raise_if_defect,
+    validate_oracle,
+)
 
 __all__ = [
+    "DEFECT_NAN",
+    "DEFECT_OK",
+    "DEFECT_POSINF",
+    "DEFECT_UNNORMALIZED",
     "AnyOrderOracle",
     "CurieWeissOracle",
     "HopfieldOracle",
     "IsingChainOracle",
+    "OracleDefect",
     "OracleError",
     "PerturbedOracle",
     "TableOracle",
+    "check_oracle_signature",
+    "check_permutation",
+    "check_values_in_support",
+    "curie_weiss_log_marginals",
+    "describe_defect",
+    "hopfield_log_marginals",
+    "ising_chain_log_marginals",
+    "log_marginals_defect",
+    "perturbed_log_marginals",
+    "raise_if_defect",
+    "table_log_marginals",
     "validate_oracle",
 ]

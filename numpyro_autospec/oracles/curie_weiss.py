@@ -1,4 +1,4 @@
-"""The Curie-Weiss (mean-field Ising) model with exact any-order conditionals in O(n)."""
+r"""The Curie-Weiss (mean-field Ising) model with exact any-order conditionals in O(n)."""
 
 from __future__ import annotations
 
@@ -9,87 +9,137 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 from jax.scipy.special import gammaln
+from jax.typing import ArrayLike
 
-__all__ = ["CurieWeissOracle"]
+from numpyro_autospec.oracles.validation import check_values_in_support
+
+__all__ = ["CurieWeissOracle", "curie_weiss_log_marginals"]
+
+
+def _log_binomials(count: int) -> np.ndarray:
+    """``log C(count, k)`` for ``k = 0..count`` in float64."""
+    log_factorial = np.array([math.lgamma(k + 1.0) for k in range(count + 1)])
+    return log_factorial[count] - log_factorial - log_factorial[::-1]
+
+
+def curie_weiss_log_marginals(beta: ArrayLike, h: ArrayLike, x: Array, mask: Array) -> Array:
+    """Functional core of :class:`CurieWeissOracle` (``n = x.shape[0]``); ``beta`` and ``h``
+    may be traced."""
+    x, mask = jnp.asarray(x), jnp.asarray(mask, bool)
+    n = x.shape[0]
+    pinned_sum = jnp.sum(jnp.where(mask, 2 * x.astype(jnp.int32) - 1, 0))
+    others = jnp.maximum(n - 1 - jnp.sum(mask.astype(jnp.int32)), 0)
+    ups = jnp.arange(n, dtype=jnp.int32)  # up-spins among the other free sites
+    valid = ups <= others
+    log_binomial = (
+        gammaln((others + 1).astype(jnp.float32))
+        - gammaln((ups + 1).astype(jnp.float32))
+        - gammaln((jnp.where(valid, others - ups, 0) + 1).astype(jnp.float32))
+    )
+    rest_sum = (pinned_sum + 2 * ups - others).astype(jnp.float32)  # T_j, exact integers
+    # (beta/2n)(T+s)^2 + h(T+s) = [(beta/2n) T^2 + hT] + s (beta T/n + h) + const.
+    common = log_binomial + beta / (2 * n) * rest_sum**2 + h * rest_sum
+    common = jnp.where(valid, common, -jnp.inf)
+    tilt = beta / n * rest_sum + h
+    row = jnp.stack([jax.nn.logsumexp(common - tilt), jax.nn.logsumexp(common + tilt)])
+    row = row - jax.nn.logsumexp(row)
+    return jnp.broadcast_to(row[None, :], (n, 2))
 
 
 class CurieWeissOracle:
-    """Spins :math:`s_i = 2x_i - 1`, :math:`\\mu(x) \\propto \\exp(\\tfrac{\\beta}{2n} M^2 + hM)`,
-    :math:`M = \\sum_i s_i`.
+    r"""The Curie-Weiss model on :math:`\{0, 1\}^n` with exact any-order conditionals.
 
-    Given pinned sites with spin sum :math:`M_S` and :math:`r` other free sites, a free site's
-    conditional sums over the number :math:`j` of up-spins among the others:
+    Spins :math:`s_i = 2x_i - 1`, magnetization :math:`M = \sum_i s_i`, and
 
-    .. math:: \\mu(s_i = s \\mid x_S) \\propto \\sum_{j=0}^{r} \\binom{r}{j}
-        \\exp\\big(\\tfrac{\\beta}{2n}(M_S + s + 2j - r)^2 + h(s + 2j - r)\\big),
+    .. math:: \mu(x) \propto \exp\Big(\frac{\beta}{2n} M^2 + h M\Big).
 
-    computed with log-binomials in :math:`O(n)` per query (all free sites share the row).
-    ``beta = 1`` is the critical point, where the magnetization fluctuates like
-    :math:`n^{3/4}`; Anari et al. (arXiv:2511.07869) use such mean-field targets to illustrate
-    the pinning lemma.
+    Given pinned sites :math:`S` with spin sum :math:`M_S`, a free site :math:`i` sees
+    :math:`r = n - |S| - 1` other free sites.  Summing over the number :math:`j` of up-spins
+    among them, with :math:`T_j = M_S + 2j - r` the spin sum of all sites but :math:`i`,
 
-    >>> import jax.numpy as jnp
+    .. math:: \mu(s_i = s \mid x_S) \propto \sum_{j=0}^{r} \binom{r}{j}
+        \exp\Big(\frac{\beta}{2n} (T_j + s)^2 + h (T_j + s)\Big),
+
+    a logsumexp over :math:`j` with log-binomials from ``lgamma``: :math:`O(n)` time and memory
+    per query, shared by all free sites (rows of pinned sites hold the same row).
+
+    At the critical point :math:`\beta = 1` the magnetization fluctuates like :math:`n^{3/4}`.
+    Mean-field targets illustrate the pinning lemma of Anari et al., "Parallel Sampling via
+    Autospeculation" (arXiv:2511.07869): pinning a random set of sites leaves the other
+    conditionals nearly independent, the source of the :math:`\tilde O(\sqrt n)` rounds.
+
+    :param num_positions: :math:`n \ge 1`.
+    :param beta: inverse temperature :math:`\beta` (finite).
+    :param h: external field :math:`h` (finite).
+
+    >>> import jax.numpy as jnp, numpy as np
     >>> oracle = CurieWeissOracle(8, beta=1.0)
-    >>> oracle(jnp.zeros(8, jnp.int32), jnp.zeros(8, bool)).shape
-    (8, 2)
+    >>> answer = oracle(jnp.ones(8, jnp.int32), jnp.arange(8) < 6)  # six up spins pinned
+    >>> answer.shape, bool(answer[7, 1] > np.log(0.5))
+    ((8, 2), True)
+    >>> float(np.exp(oracle.magnetization_log_probs()).sum()).__round__(6)
+    1.0
     """
 
-    num_categories = 2
+    num_categories: int = 2
 
     def __init__(self, num_positions: int, beta: float, h: float = 0.0) -> None:
-        if int(num_positions) < 1:
-            raise ValueError(f"num_positions must be >= 1, got {num_positions}")
-        self.num_positions = int(num_positions)
-        self.beta = float(beta)
-        self.h = float(h)
+        if isinstance(num_positions, bool) or int(num_positions) != num_positions:
+            raise ValueError(f"num_positions must be an integer, got {num_positions!r}")
+        if num_positions < 1:
+            raise ValueError(f"num_positions must be at least 1, got {num_positions}")
+        if not (math.isfinite(beta) and math.isfinite(h)):
+            raise ValueError(f"beta and h must be finite, got beta={beta} and h={h}")
+        self.num_positions: int = int(num_positions)
+        self.beta: float = float(beta)
+        self.h: float = float(h)
 
-    def _log_weight(self, total: Array, free_sum: Array) -> Array:
-        return self.beta / (2 * self.num_positions) * total**2 + self.h * free_sum
+    def __repr__(self) -> str:
+        return f"CurieWeissOracle(num_positions={self.num_positions}, beta={self.beta}, h={self.h})"
 
     def __call__(self, x: Array, mask: Array) -> Array:
-        n = self.num_positions
-        spins = 2.0 * x.astype(jnp.float32) - 1.0
-        pinned_sum = jnp.sum(jnp.where(mask, spins, 0.0))
-        others = (n - jnp.sum(mask) - 1).astype(jnp.float32)  # free sites besides i
-        others = jnp.maximum(others, 0.0)
-        j = jnp.arange(n, dtype=jnp.float32)
-        log_binomial = (
-            gammaln(others + 1) - gammaln(j + 1) - gammaln(jnp.maximum(others - j, 0) + 1)
-        )
-        valid = j <= others
-
-        def log_mass(spin):
-            free_sum = spin + 2 * j - others
-            terms = log_binomial + self._log_weight(pinned_sum + free_sum, free_sum)
-            return jax.nn.logsumexp(jnp.where(valid, terms, -jnp.inf))
-
-        row = jnp.stack([log_mass(-1.0), log_mass(1.0)])
-        row = row - jax.nn.logsumexp(row)
-        return jnp.broadcast_to(row, (n, 2))
+        """Log conditional marginals ``[n, 2]`` given ``x`` on ``mask`` (the same row for all)."""
+        return curie_weiss_log_marginals(self.beta, self.h, x, mask)
 
     def magnetization_log_probs(self) -> np.ndarray:
-        """Exact law of the number of up spins ``k = sum(x)`` (``M = 2k - n``), k = 0..n."""
-        return self.magnetization_log_probs_given(
-            np.zeros(self.num_positions, np.int32), np.zeros(self.num_positions, bool)
+        r"""Exact law of the number of up spins :math:`k = \sum_i x_i`, ``k = 0..n``.
+
+        Entry ``k`` is :math:`\log P(M = 2k - n)`, float64, shape ``[n + 1]``.
+        """
+        n = self.num_positions
+        return self.magnetization_log_probs_given(np.zeros(n, np.int32), np.zeros(n, bool))
+
+    def magnetization_log_probs_given(self, values: ArrayLike, mask: ArrayLike) -> np.ndarray:
+        r"""Exact law of the number of up spins among the free sites given the pinned ones.
+
+        With :math:`f = n - |S|` free sites, entry ``k = 0..f`` is
+        :math:`\log P(\sum_{i \notin S} x_i = k \mid x_S) \propto \log\binom{f}{k}
+        + \frac{\beta}{2n}(M_S + 2k - f)^2 + h(2k - f)`, float64, shape ``[f + 1]``.
+
+        :param values: ``[n]`` values in ``{0, 1}``, read where ``mask`` is set.
+        :param mask: ``[n]`` bool, the pinned sites.
+        """
+        n = self.num_positions
+        values, mask = np.asarray(values), np.asarray(mask)
+        if values.shape != (n,) or mask.shape != (n,) or mask.dtype != np.bool_:
+            raise ValueError(
+                f"need values of shape ({n},) and a bool mask of shape ({n},), got "
+                f"{values.dtype}{values.shape} and {mask.dtype}{mask.shape}"
+            )
+        check_values_in_support(np.where(mask, values, 0), 2, name="values")
+        free = n - int(mask.sum())
+        pinned_sum = int(np.sum(2 * values[mask].astype(np.int64) - 1))
+        free_sum = 2.0 * np.arange(free + 1) - free
+        log_weights = (
+            _log_binomials(free)
+            + self.beta / (2 * n) * (pinned_sum + free_sum) ** 2
+            + self.h * free_sum
         )
+        return log_weights - np.logaddexp.reduce(log_weights)
 
-    def magnetization_log_probs_given(self, values, mask) -> np.ndarray:
-        """Exact law of the number of up spins among the free sites given the pinned ones."""
-        values, mask = np.asarray(values), np.asarray(mask, bool)
-        n = self.num_positions
-        free = int(n - mask.sum())
-        pinned_sum = float(np.sum(2.0 * values[mask] - 1.0))
-        k = np.arange(free + 1, dtype=np.float64)
-        log_factorial = np.array([math.lgamma(v + 1.0) for v in range(free + 1)])
-        log_binomial = log_factorial[free] - log_factorial - log_factorial[::-1]
-        free_sum = 2 * k - free
-        total = pinned_sum + free_sum
-        log_p = log_binomial + self.beta / (2 * n) * total**2 + self.h * free_sum
-        return log_p - np.logaddexp.reduce(log_p)
-
-    def log_prob(self, x: Array) -> Array:
-        """Exact joint log-probability."""
-        n = self.num_positions
-        k = jnp.sum(jnp.asarray(x), axis=-1)
-        law = jnp.asarray(self.magnetization_log_probs())
-        return law[k] - (gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(n - k + 1.0))
+    def log_prob(self, x: ArrayLike) -> Array:
+        r"""Exact joint log-probability of ``x: [..., n]``:
+        :math:`\log P(K = k) - \log\binom{n}{k}` with :math:`k = \sum_i x_i`."""
+        x = jnp.asarray(x)
+        law = self.magnetization_log_probs() - _log_binomials(self.num_positions)
+        return jnp.asarray(law.astype(np.float32))[jnp.sum(x, axis=-1)]

@@ -1,47 +1,90 @@
-"""A learned-like logistic any-order model whose site-by-site errors have random signs."""
+r"""A learned-like logistic any-order model whose site-by-site errors have random signs."""
 
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
+from jax.typing import ArrayLike
 
-__all__ = ["HopfieldOracle"]
+__all__ = ["HopfieldOracle", "hopfield_log_marginals"]
+
+
+def hopfield_log_marginals(
+    patterns: Array, beta: ArrayLike, h: ArrayLike, x: Array, mask: Array
+) -> Array:
+    """Functional core of :class:`HopfieldOracle`: ``[n, 2]`` log conditionals, column 0 for
+    :math:`s_i = -1` and column 1 for :math:`s_i = +1`; every argument may be traced."""
+    patterns = jnp.asarray(patterns, jnp.float32)
+    spins = jnp.where(jnp.asarray(mask, bool), 2.0 * jnp.asarray(x, jnp.float32) - 1.0, 0.0)
+    overlaps = (patterns @ spins) / patterns.shape[1]
+    field = h + beta * (overlaps @ patterns)
+    return jnp.stack([jax.nn.log_sigmoid(-2.0 * field), jax.nn.log_sigmoid(2.0 * field)], -1)
 
 
 class HopfieldOracle:
-    """Patterns :math:`\\xi \\in \\{\\pm1\\}^{R\\times n}`; the conditional of a free site uses only
-    the pinned sites, like a masked network:
+    r"""A logistic any-order model built on Hopfield patterns; inconsistent like a network.
 
-    .. math:: \\log \\mu(s_i = s \\mid x_S) = \\log\\sigma\\big(2s\\,(h + \\beta \\textstyle\\sum_r
-        \\xi_{ri}\\, m_r)\\big), \\qquad m_r = \\tfrac1n \\textstyle\\sum_{j\\in S} \\xi_{rj} s_j.
+    Patterns :math:`\xi \in \{-1, +1\}^{R \times n}`, spins :math:`s_i = 2x_i - 1`.  The
+    conditional of a site uses only the pinned sites :math:`S`, as a masked network would:
 
-    Inconsistent (no single joint), so the sampler's law is that of sequential any-order
-    sampling.  With many patterns the change of a site's field caused by drafted sites has a
-    random sign: errors partly cancel over a block, so sequence-level acceptance (the paper)
-    and block verification keep long blocks where site-by-site verification stops early.
-    :math:`O(nR)` per query.
+    .. math:: \log p(s_i = s \mid x_S) = \log \sigma\Big(2s\,\big(h + \beta \sum_{r=1}^{R}
+        \xi_{ri}\, m_r\big)\Big), \qquad m_r = \frac1n \sum_{j \in S} \xi_{rj} s_j,
+
+    with :math:`\sigma` the logistic function; :math:`O(nR)` per query.  These conditionals
+    come from no single joint, so the sampler's law is that of sequential any-order sampling
+    with the same order (ALGORITHM.md section 2a).  With many patterns, the field change that
+    drafted sites cause at a later site has a random sign: site-by-site errors partly cancel
+    over a block, a target where sequence-level acceptance (Anari et al., arXiv:2511.07869)
+    keeps long blocks while site-by-site verification stops early.
+
+    :param patterns: :math:`\xi`, shape ``[R, n]``, entries :math:`\pm 1`.
+    :param beta: coupling strength :math:`\beta` (finite).
+    :param h: external field :math:`h` (finite).
+
+    >>> import jax, jax.numpy as jnp, numpy as np
+    >>> oracle = HopfieldOracle(np.ones((1, 4)), beta=2.0)
+    >>> answer = oracle(jnp.ones(4, jnp.int32), jnp.array([True, True, False, False]))
+    >>> np.exp(np.asarray(answer[3], float)).round(4).tolist()  # sigma(+-2 * beta * 2/4)
+    [0.1192, 0.8808]
+    >>> HopfieldOracle.random(jax.random.PRNGKey(0), 16, 3, beta=1.0).patterns.shape
+    (3, 16)
     """
 
-    num_categories = 2
+    num_categories: int = 2
 
-    def __init__(self, patterns, beta: float, h: float = 0.0) -> None:
+    def __init__(self, patterns: ArrayLike, beta: float, h: float = 0.0) -> None:
         patterns = np.asarray(patterns, np.float32)
-        if patterns.ndim != 2 or not np.all(np.abs(patterns) == 1):
-            raise ValueError("patterns must be a [R, n] array of +-1")
-        self.patterns = patterns
-        self.num_positions = patterns.shape[1]
-        self.beta = float(beta)
-        self.h = float(h)
+        if patterns.ndim != 2 or patterns.shape[0] < 1 or patterns.shape[1] < 1:
+            raise ValueError(
+                f"patterns must have shape [R, n] with R, n >= 1, got {patterns.shape}"
+            )
+        if not np.all(np.abs(patterns) == 1):
+            raise ValueError("patterns must hold only -1 and +1")
+        if not (math.isfinite(beta) and math.isfinite(h)):
+            raise ValueError(f"beta and h must be finite, got beta={beta} and h={h}")
+        self.patterns: np.ndarray = patterns
+        self.num_positions: int = patterns.shape[1]
+        self.beta: float = float(beta)
+        self.h: float = float(h)
 
     @classmethod
-    def random(cls, key: Array, num_positions: int, num_patterns: int, beta: float, h=0.0):
+    def random(
+        cls, key: Array, num_positions: int, num_patterns: int, beta: float, h: float = 0.0
+    ) -> HopfieldOracle:
+        """Independent uniform :math:`\\pm 1` patterns, shape ``[num_patterns, num_positions]``."""
         signs = jax.random.rademacher(key, (num_patterns, num_positions), jnp.float32)
         return cls(np.asarray(signs), beta, h)
 
+    def __repr__(self) -> str:
+        return (
+            f"HopfieldOracle(num_patterns={self.patterns.shape[0]}, "
+            f"num_positions={self.num_positions}, beta={self.beta}, h={self.h})"
+        )
+
     def __call__(self, x: Array, mask: Array) -> Array:
-        spins = jnp.where(mask, 2.0 * x.astype(jnp.float32) - 1.0, 0.0)
-        overlaps = self.patterns @ spins / self.num_positions
-        field = self.h + self.beta * (overlaps @ self.patterns)
-        return jnp.stack([jax.nn.log_sigmoid(-2 * field), jax.nn.log_sigmoid(2 * field)], -1)
+        """Log conditionals ``[n, 2]``: column 0 is :math:`s_i = -1`, column 1 is :math:`+1`."""
+        return hopfield_log_marginals(self.patterns, self.beta, self.h, x, mask)

@@ -1,57 +1,147 @@
-"""An inconsistent oracle for tests: a table's conditionals perturbed per mask pattern."""
+r"""An inconsistent oracle for tests: a table's conditionals perturbed per mask pattern."""
 
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
+from jax.typing import ArrayLike
 
-from numpyro_autospec.oracles.table import TableOracle
+from numpyro_autospec.oracles.table import TableOracle, table_log_marginals
+from numpyro_autospec.oracles.validation import check_permutation, check_values_in_support
 
-__all__ = ["PerturbedOracle"]
+__all__ = ["PerturbedOracle", "perturbed_log_marginals"]
+
+_MAX_POSITIONS = 16
+
+
+def _logsumexp(values: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
+    """float64 logsumexp with ``keepdims=True``; all ``-inf`` gives ``-inf``."""
+    if isinstance(axis, tuple) and not axis:
+        return values
+    peak = np.max(values, axis=axis, keepdims=True)
+    peak = np.where(np.isfinite(peak), peak, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.sum(np.exp(values - peak), axis=axis, keepdims=True)) + peak
+
+
+def perturbed_log_marginals(log_probs: Array, noise: Array, x: Array, mask: Array) -> Array:
+    """Functional core of :class:`PerturbedOracle`: the conditionals of the normalized log-table
+    ``log_probs`` (shape ``(q,)*n``) plus ``noise[c(S)]`` (``noise: [2^n, n, q]``), renormalized."""
+    mask = jnp.asarray(mask, bool)
+    powers = 2 ** jnp.arange(mask.shape[0], dtype=jnp.int32)
+    pattern = jnp.sum(jnp.where(mask, powers, 0))
+    logits = table_log_marginals(log_probs, x, mask) + jnp.asarray(noise)[pattern]
+    return logits - jax.nn.logsumexp(logits, axis=-1, keepdims=True)
 
 
 class PerturbedOracle:
-    """Perturbed conditionals
-    :math:`p(\\cdot \\mid x_S) \\propto \\mu(\\cdot \\mid x_S)\\, e^{\\epsilon\\, g(S, i, \\cdot)}`
-    with a fixed pseudo-random :math:`g` per mask pattern :math:`S` (noise table
-    ``[2^n, n, q]`` drawn once from ``key``).  The conditionals of different masks come from
-    no single joint, like a learned network's.  For a fixed order :math:`\\sigma` the
-    any-order sampler's law is :math:`\\prod_k p(x_{\\sigma(k)} \\mid x_{\\sigma(<k)})`
-    (:meth:`sequential_log_probs`), which is what exactness means here (ALGORITHM.md 2a).
+    r"""A table's conditionals perturbed by fixed noise per mask pattern: no joint behind them.
+
+    With :math:`\mu` the table's joint, :math:`S` the pinned sites and
+    :math:`c(S) = \sum_{i \in S} 2^i` the index of the mask pattern,
+
+    .. math:: p(X_i = v \mid x_S) = \frac{\mu(X_i = v \mid x_S)\, e^{g_{c(S), i, v}}}
+        {\sum_{w} \mu(X_i = w \mid x_S)\, e^{g_{c(S), i, w}}},
+        \qquad g \sim \text{scale} \cdot \mathcal N(0, 1)^{2^n \times n \times q}
+
+    drawn once from ``key``.  Conditionals of different masks come from no single joint, as
+    with a learned network, so any-order sampling depends on the order.  For a fixed order
+    :math:`\sigma` the autospeculative sampler's law is that of sequential sampling,
+    :math:`\prod_k p(x_{\sigma(k)} \mid x_{\sigma(<k)})` (Anari et al., arXiv:2511.07869;
+    ALGORITHM.md section 2a), given exactly by :meth:`sequential_log_probs`.
+
+    :param table: the consistent oracle to perturb (:math:`n \le 16`).
+    :param scale: standard deviation of the log-perturbation :math:`g` (0 gives the table).
+    :param key: PRNG key of the noise table.
+
+    >>> import jax, numpy as np
+    >>> table = TableOracle(np.log(np.full((2, 2, 2), 1 / 8)))
+    >>> oracle = PerturbedOracle(table, 0.5, jax.random.PRNGKey(0))
+    >>> left = oracle.sequential_log_probs([0, 1, 2])
+    >>> right = oracle.sequential_log_probs([2, 1, 0])
+    >>> float(np.exp(left).sum()).__round__(6), bool(np.allclose(left, right))
+    (1.0, False)
     """
 
     def __init__(self, table: TableOracle, scale: float, key: Array) -> None:
-        self.table = table
-        self.num_positions = table.num_positions
-        self.num_categories = table.num_categories
+        if not isinstance(table, TableOracle):
+            raise TypeError(f"table must be a TableOracle, got {type(table).__name__}")
+        if table.num_positions > _MAX_POSITIONS:
+            raise ValueError(
+                f"the noise table has 2^n rows: n must be at most {_MAX_POSITIONS}, "
+                f"got {table.num_positions}"
+            )
+        if not math.isfinite(scale) or scale < 0:
+            raise ValueError(f"scale must be finite and non-negative, got {scale}")
+        self.table: TableOracle = table
+        self.scale: float = float(scale)
+        self.num_positions: int = table.num_positions
+        self.num_categories: int = table.num_categories
         n, q = self.num_positions, self.num_categories
-        self.noise = np.asarray(scale * jax.random.normal(key, (2**n, n, q)), np.float32)
-        self._powers = (2 ** np.arange(n)).astype(np.int32)
+        self.noise: np.ndarray = np.asarray(
+            self.scale * jax.random.normal(key, (2**n, n, q), jnp.float32), np.float32
+        )
+        self._powers = (2 ** np.arange(n)).astype(np.int64)
+        self._log_probs = table.log_probs.astype(np.float32)
+
+    def __repr__(self) -> str:
+        return f"PerturbedOracle({self.table!r}, scale={self.scale})"
 
     def __call__(self, x: Array, mask: Array) -> Array:
-        code = jnp.sum(jnp.where(mask, self._powers, 0))
-        logits = self.table(x, mask) + jnp.asarray(self.noise)[code]
-        return logits - jax.nn.logsumexp(logits, axis=-1, keepdims=True)
+        """Perturbed log conditional marginals ``[n, q]`` given ``x`` on ``mask``."""
+        return perturbed_log_marginals(self._log_probs, self.noise, x, mask)
 
-    def sequential_log_probs(self, order, values=None, mask=None) -> np.ndarray:
-        """Exact law of any-order sampling with the fixed ``order`` (observed sites first, in
-        increasing index order, pinned to ``values``), shape ``(q,)*n``."""
+    def sequential_log_probs(
+        self,
+        order: ArrayLike,
+        values: ArrayLike | None = None,
+        mask: ArrayLike | None = None,
+    ) -> np.ndarray:
+        r"""Exact law of sequential any-order sampling with the fixed ``order``.
+
+        Observed sites (``mask``) come first, in increasing index order, fixed to ``values``;
+        the free sites follow in the order they appear in ``order``.  Entry :math:`y` of the
+        result is :math:`\sum_k \log p(y_{\sigma(k)} \mid y_{\sigma(<k)})` over the free steps
+        :math:`k`, and ``-inf`` where :math:`y` differs from ``values`` on ``mask``.  Computed
+        on the host in float64 from the table (marginals on the growing prefix), not by calling
+        the oracle: :math:`O(n q^n)`.
+
+        :param order: a permutation of ``range(n)``.
+        :param values: ``[n]`` observed values, read where ``mask`` is set.
+        :param mask: ``[n]`` bool, the observed sites (default: none).
+        :return: normalized log-probabilities, float64 numpy of shape ``(q,)*n``.
+        """
         n, q = self.num_positions, self.num_categories
         order = np.asarray(order)
-        mask = np.zeros(n, bool) if mask is None else np.asarray(mask, bool)
-        values = np.zeros(n, np.int32) if values is None else np.asarray(values, np.int32)
-        full_order = np.concatenate([np.flatnonzero(mask), order[~mask[order]]])
-        configs = self.table._configs
-        total = np.zeros(len(configs))
-        fixed = mask.copy()
-        oracle = jax.jit(jax.vmap(self, (0, None)))
-        for step in range(int(mask.sum()), n):
-            site = full_order[step]
-            answers = np.asarray(oracle(jnp.asarray(configs), jnp.asarray(fixed)), np.float64)
-            total += answers[np.arange(len(configs)), site, configs[:, site]]
-            fixed[site] = True
-        consistent = np.all((configs == values[None]) | ~mask[None], axis=1)
-        total = np.where(consistent, total, -np.inf)
-        return total.reshape((q,) * n)
+        check_permutation(order, n)
+        mask = np.zeros(n, bool) if mask is None else np.asarray(mask)
+        values = np.zeros(n, np.int64) if values is None else np.asarray(values)
+        if values.shape != (n,) or mask.shape != (n,) or mask.dtype != np.bool_:
+            raise ValueError(
+                f"need values of shape ({n},) and a bool mask of shape ({n},), got "
+                f"{values.dtype}{values.shape} and {mask.dtype}{mask.shape}"
+            )
+        check_values_in_support(np.where(mask, values, 0), q, name="values")
+        joint = self.table.log_probs
+        total = np.zeros(joint.shape)
+        pinned = mask.copy()
+        for site in order[~mask[order]]:
+            keep = pinned.copy()
+            keep[site] = True
+            marginal = _logsumexp(joint, tuple(np.flatnonzero(~keep)))
+            normalizer = _logsumexp(marginal, site)
+            with np.errstate(invalid="ignore"):
+                conditional = np.where(np.isfinite(normalizer), marginal - normalizer, -np.log(q))
+            shape = [1] * n
+            shape[site] = q
+            noise = self.noise[int(self._powers[pinned].sum()), site].astype(np.float64)
+            logits = conditional + noise.reshape(shape)
+            total = total + (logits - _logsumexp(logits, site))
+            pinned[site] = True
+        configurations = self.table.configurations()
+        observed = np.all((configurations == values[None, :]) | ~mask[None, :], axis=1)
+        return np.where(observed.reshape(joint.shape), total, -np.inf)

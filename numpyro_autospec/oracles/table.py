@@ -1,4 +1,4 @@
-"""An explicit joint table over :math:`[q]^n` (small ``n``): the exact teaching target."""
+r"""An explicit joint table over :math:`[q]^n`: the exact target of small tests."""
 
 from __future__ import annotations
 
@@ -8,64 +8,134 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
+from jax.typing import ArrayLike
 
-__all__ = ["TableOracle"]
+from numpyro_autospec.oracles.validation import check_values_in_support
+
+__all__ = ["TableOracle", "table_log_marginals"]
+
+_MAX_CELLS = 2**22
+
+
+def table_log_marginals(log_probs: Array, x: Array, mask: Array) -> Array:
+    r"""Functional core of :class:`TableOracle`: conditionals ``[n, q]`` of a normalized
+    log-table of shape ``(q,)*n`` given ``x`` on ``mask`` (uniform rows if :math:`\mu(x_S) = 0`).
+
+    The table is an argument, so ``jit`` compiles once per shape, not once per table."""
+    log_probs, x, mask = jnp.asarray(log_probs), jnp.asarray(x), jnp.asarray(mask, bool)
+    n, q = log_probs.ndim, log_probs.shape[0]
+    allowed = ~mask[:, None] | (x[:, None] == jnp.arange(q)[None, :])
+    penalties = jnp.where(allowed, 0.0, -jnp.inf)
+    table = log_probs
+    for site in range(n):
+        shape = [1] * n
+        shape[site] = q
+        table = table + penalties[site].reshape(shape)
+    axes = tuple(range(n))
+    marginals = jnp.stack(
+        [jax.nn.logsumexp(table, axis=axes[:site] + axes[site + 1 :]) for site in axes]
+    )
+    total = jax.nn.logsumexp(marginals, axis=-1, keepdims=True)
+    uniform = jnp.full((n, q), -np.log(q), marginals.dtype)
+    return jnp.where(jnp.isfinite(total), marginals - total, uniform)
 
 
 class TableOracle:
-    """Exact conditionals of an explicit joint :math:`\\mu` given as log-weights of shape
-    ``(q,)*n`` (normalized here; ``-inf`` allowed):
+    r"""Exact any-order conditionals of an explicit joint :math:`\mu` on :math:`[q]^n`.
 
-    .. math:: \\mu(X_i = v \\mid X_S = x_S) \\propto \\sum_{y:\\, y_S = x_S,\\, y_i = v} \\mu(y).
+    The joint is given as unnormalized log-weights of shape ``(q,)*n`` (``-inf`` marks an
+    impossible configuration) and normalized here.  For pinned sites :math:`S`,
 
-    Enumerates the :math:`q^n` configurations, so it is meant for :math:`q^n \\lesssim 10^5`.
+    .. math:: \mu(X_i = v \mid X_S = x_S) =
+        \frac{\sum_{y:\, y_S = x_S,\, y_i = v} \mu(y)}{\sum_{y:\, y_S = x_S} \mu(y)},
+
+    computed in log space by masking the table and reducing it over every axis but :math:`i`:
+    :math:`O(n q^n)` time and :math:`O(q^n)` memory per query, practical up to
+    :math:`q^n \approx 10^5`.  When :math:`x_S` itself has probability zero the conditional is
+    undefined; every row is then uniform (finite and normalized), so a density evaluated along
+    such a prefix is still ``-inf`` through the step that left the support, never NaN.
+
+    :param log_probs: log-weights of shape ``(q,)*n``, no NaN or ``+inf``, not all ``-inf``.
+
+    Attributes: ``num_positions`` (:math:`n`), ``num_categories`` (:math:`q`), ``log_probs``
+    (the normalized table, float64 numpy, shape ``(q,)*n``).
 
     >>> import numpy as np, jax.numpy as jnp
-    >>> oracle = TableOracle(np.log(np.full((2, 2), 0.25)))
-    >>> np.exp(oracle(jnp.zeros(2, jnp.int32), jnp.array([True, False])))[1].round(2).tolist()
-    [0.5, 0.5]
+    >>> oracle = TableOracle(np.log([[0.4, 0.1], [0.2, 0.3]]))
+    >>> x, mask = jnp.array([1, 0]), jnp.array([True, False])
+    >>> np.exp(np.asarray(oracle(x, mask), float))[1].round(3).tolist()  # mu(X_1 | X_0 = 1)
+    [0.4, 0.6]
+    >>> float(np.exp(oracle.log_prob(jnp.array([0, 1])))).__round__(3)
+    0.1
     """
 
-    def __init__(self, log_probs) -> None:
+    def __init__(self, log_probs: ArrayLike) -> None:
         log_probs = np.asarray(log_probs, np.float64)
-        if log_probs.ndim < 1 or len(set(log_probs.shape)) != 1:
+        if log_probs.ndim < 1 or len(set(log_probs.shape)) != 1 or log_probs.shape[0] < 1:
             raise ValueError(f"log_probs must have shape (q,)*n, got {log_probs.shape}")
-        if np.any(np.isnan(log_probs)) or np.any(log_probs == np.inf):
-            raise ValueError("log_probs must not contain NaN or +inf")
+        if log_probs.size > _MAX_CELLS:
+            raise ValueError(
+                f"a table of {log_probs.size} cells is too large to enumerate (max {_MAX_CELLS})"
+            )
+        if np.any(np.isnan(log_probs)):
+            raise ValueError("log_probs contains NaN")
+        if np.any(log_probs == np.inf):
+            raise ValueError("log_probs contains +inf")
         if np.all(log_probs == -np.inf):
             raise ValueError("log_probs is -inf everywhere: the joint has no mass")
-        finite_max = np.max(log_probs)
-        total = finite_max + np.log(np.sum(np.exp(log_probs - finite_max)))
-        self.num_positions = log_probs.ndim
-        self.num_categories = log_probs.shape[0]
-        self.log_probs = (log_probs - total).astype(np.float32)
+        self.num_positions: int = log_probs.ndim
+        self.num_categories: int = log_probs.shape[0]
+        self.log_probs: np.ndarray = log_probs - np.logaddexp.reduce(log_probs, axis=None)
+        self._table = self.log_probs.astype(np.float32)
         n, q = self.num_positions, self.num_categories
-        self._configs = np.array(list(itertools.product(range(q), repeat=n)), np.int32)
-        self._onehot = self._configs[:, :, None] == np.arange(q)[None, None, :]
-        self._flat = self.log_probs.reshape(-1)
+        self._strides = (q ** np.arange(n - 1, -1, -1)).astype(np.int32)
+
+    def __repr__(self) -> str:
+        return (
+            f"TableOracle(num_positions={self.num_positions}, num_categories={self.num_categories})"
+        )
+
+    def configurations(self) -> np.ndarray:
+        """All configurations in row-major (C) order of the table, shape ``[q^n, n]``."""
+        q, n = self.num_categories, self.num_positions
+        return np.array(list(itertools.product(range(q), repeat=n)), np.int32).reshape(-1, n)
 
     def __call__(self, x: Array, mask: Array) -> Array:
-        consistent = jnp.all((self._configs == x[None, :]) | ~mask[None, :], axis=1)
-        weights = jnp.where(consistent, self._flat, -jnp.inf)
-        marginals = jax.nn.logsumexp(
-            jnp.where(self._onehot, weights[:, None, None], -jnp.inf), axis=0
-        )
-        return marginals - jax.nn.logsumexp(marginals, axis=-1, keepdims=True)
+        """Log conditional marginals ``[n, q]`` of every site given ``x`` on ``mask``."""
+        return table_log_marginals(self._table, x, mask)
 
-    def log_prob(self, x: Array) -> Array:
-        """Exact joint log-probability of a configuration."""
-        index = jnp.ravel_multi_index(
-            tuple(jnp.asarray(x).T), (self.num_categories,) * self.num_positions, mode="clip"
-        )
-        return jnp.asarray(self._flat)[index]
+    def log_prob(self, x: ArrayLike) -> Array:
+        """Exact joint log-probability of configurations ``x: [..., n]`` (``-inf`` outside
+        :math:`[q]^n`)."""
+        x = jnp.asarray(x)
+        inside = jnp.all((x >= 0) & (x < self.num_categories), axis=-1)
+        index = jnp.clip(x, 0, self.num_categories - 1) @ self._strides
+        return jnp.where(inside, jnp.asarray(self._table.reshape(-1))[index], -jnp.inf)
 
-    def conditional_log_probs(self, values, mask) -> np.ndarray:
-        """Exact law of the whole vector given the observed entries, shape ``(q,)*n``
-        (``-inf`` off the observed values)."""
-        values, mask = np.asarray(values), np.asarray(mask, bool)
-        consistent = np.all((self._configs == values[None]) | ~mask[None], axis=1)
-        weights = np.where(consistent, self._flat.astype(np.float64), -np.inf)
-        if not np.any(np.isfinite(weights)):
+    def conditional_log_probs(self, values: ArrayLike, mask: ArrayLike) -> np.ndarray:
+        r"""Exact law of the whole vector given the observed entries (for infilling tests).
+
+        :math:`\mu(y \mid y_S = x_S)` as a normalized float64 table of shape ``(q,)*n``,
+        ``-inf`` wherever :math:`y_S \ne x_S`.
+
+        :param values: ``[n]`` integer values, read where ``mask`` is set.
+        :param mask: ``[n]`` bool, the observed sites.
+        :raises ValueError: for wrong shapes, observed values outside :math:`[0, q)`, or an
+            observation of probability zero.
+        """
+        n, q = self.num_positions, self.num_categories
+        values, mask = np.asarray(values), np.asarray(mask)
+        if values.shape != (n,) or mask.shape != (n,) or mask.dtype != np.bool_:
+            raise ValueError(
+                f"need values of shape ({n},) and a bool mask of shape ({n},), got "
+                f"{values.dtype}{values.shape} and {mask.dtype}{mask.shape}"
+            )
+        check_values_in_support(np.where(mask, values, 0), q, name="values")
+        selector = tuple(int(values[i]) if mask[i] else slice(None) for i in range(n))
+        conditional = np.full(self.log_probs.shape, -np.inf)
+        block = self.log_probs[selector]
+        total = np.logaddexp.reduce(np.ravel(block))
+        if not np.isfinite(total):
             raise ValueError("the observed values have probability zero under the table")
-        weights = weights - np.logaddexp.reduce(weights[np.isfinite(weights)])
-        return weights.reshape(self.log_probs.shape)
+        conditional[selector] = block - total
+        return conditional

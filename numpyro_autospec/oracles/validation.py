@@ -1,173 +1,390 @@
-"""Validation of oracles and of the inputs of any-order sites, with errors that name the
-site, the shape or the value.  ``log_marginals_defect`` is pure ``jnp`` so the engine can run
-it inside ``jit`` on every answer (and raise through a host callback)."""
+r"""Checks that an any-order oracle and the inputs of an any-order site meet the contract.
+
+Three layers, from cheapest to most thorough:
+
+- :func:`check_oracle_signature` traces the oracle abstractly (:func:`jax.eval_shape`, no
+  computation) on ``(int32[n], bool[n])`` and checks that it returns a float ``[n, q]`` array.
+- :func:`log_marginals_defect` is pure :mod:`jax.numpy` (``jit``/``vmap`` safe): it turns one
+  answer of the oracle into an int32 ``(code, row)`` pair, so a compiled sampler can check every
+  answer; the host then calls :func:`raise_if_defect` to raise a readable :class:`OracleError`.
+- :func:`validate_oracle` runs both eagerly on probe inputs.
+
+:func:`check_values_in_support` and :func:`check_permutation` check concrete user inputs (observed
+values, a fixed order) and name the offending entry.
+
+A row :math:`i` of an answer is :math:`\log \mu(X_i = \cdot \mid X_S = x_S)`; rows of unpinned
+sites must be log-probability vectors, :math:`\operatorname{logsumexp}_v = 0`, where ``-inf``
+marks an impossible value.  Rows of pinned sites may hold anything but NaN.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
+from jax.typing import ArrayLike
 
 __all__ = [
-    "OracleError",
-    "DEFECT_OK",
     "DEFECT_NAN",
+    "DEFECT_OK",
     "DEFECT_POSINF",
     "DEFECT_UNNORMALIZED",
+    "OracleDefect",
+    "OracleError",
     "check_oracle_signature",
-    "log_marginals_defect",
+    "check_permutation",
+    "check_values_in_support",
     "describe_defect",
+    "log_marginals_defect",
     "raise_if_defect",
     "validate_oracle",
-    "check_values_in_support",
-    "check_permutation",
 ]
 
-DEFECT_OK, DEFECT_NAN, DEFECT_POSINF, DEFECT_UNNORMALIZED = 0, 1, 2, 3
+DEFECT_OK = 0
+"""Code of an answer without defect."""
+DEFECT_NAN = 1
+"""Code of an answer with a NaN in any row (pinned rows included)."""
+DEFECT_POSINF = 2
+"""Code of an answer with ``+inf`` in the row of an unpinned site."""
+DEFECT_UNNORMALIZED = 3
+"""Code of an answer with an unpinned row whose logsumexp is not 0 (an all ``-inf`` row too)."""
 
 
 class OracleError(ValueError):
-    """An oracle broke the protocol (shape, NaN, +inf, unnormalized row)."""
+    """An oracle broke the protocol: shape, dtype, tracing, NaN, ``+inf`` or unnormalized rows."""
 
 
-def check_oracle_signature(oracle, num_positions: int, num_categories: int, *, name="oracle"):
-    """Trace the oracle on ``(int32[n], bool[n])`` and check it returns ``float[n, q]``."""
+class OracleDefect(NamedTuple):
+    """The first defect of one answer: int32 ``code`` (``DEFECT_*``) and ``row`` (0 if ok)."""
+
+    code: Array
+    row: Array
+
+
+def check_oracle_signature(
+    oracle: Callable[[Array, Array], Array],
+    num_positions: int,
+    num_categories: int,
+    *,
+    name: str = "oracle",
+) -> None:
+    """Check abstractly that ``oracle(x, mask)`` maps ``(int32[n], bool[n])`` to float ``[n, q]``.
+
+    :param oracle: the callable to check (no computation runs: :func:`jax.eval_shape`).
+    :param num_positions: the number of sites :math:`n`.
+    :param num_categories: the number of values per site :math:`q`.
+    :param name: how error messages refer to the oracle.
+    :raises OracleError: if ``n`` or ``q`` is not a positive integer, if the oracle is not
+        callable, if tracing raises, or if the output is not one floating array of shape
+        ``(n, q)``.
+
+    >>> check_oracle_signature(lambda x, mask: jnp.zeros((3, 2)), 3, 2)
+    >>> check_oracle_signature(lambda x, mask: jnp.zeros(3), 3, 2, name="net")
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.oracles.validation.OracleError: oracle 'net' must return log-marginals of \
+shape (3, 2) with a floating dtype, got shape (3,) and dtype float32
+    """
+    for label, value in (("num_positions", num_positions), ("num_categories", num_categories)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            raise OracleError(f"{label} must be a positive integer, got {value!r}")
+    if not callable(oracle):
+        raise OracleError(f"oracle {name!r} must be callable, got {type(oracle).__name__}")
     n, q = int(num_positions), int(num_categories)
-    x = jax.ShapeDtypeStruct((n,), jnp.int32)
-    mask = jax.ShapeDtypeStruct((n,), jnp.bool_)
+    x_spec = jax.ShapeDtypeStruct((n,), jnp.int32)
+    mask_spec = jax.ShapeDtypeStruct((n,), jnp.bool_)
     try:
-        out = jax.eval_shape(oracle, x, mask)
-    except Exception as error:  # noqa: BLE001 - re-raised with the site's name
+        output = jax.eval_shape(oracle, x_spec, mask_spec)
+    except Exception as error:
         raise OracleError(
-            f"oracle {name!r} failed when traced on (int32[{n}], bool[{n}]): "
+            f"oracle {name!r} could not be traced on (x: int32[{n}], mask: bool[{n}]): "
             f"{type(error).__name__}: {error}"
         ) from error
-    shape, dtype = getattr(out, "shape", None), getattr(out, "dtype", None)
-    if shape != (n, q) or dtype is None or not jnp.issubdtype(dtype, jnp.floating):
+    if not isinstance(output, jax.ShapeDtypeStruct):
         raise OracleError(
-            f"oracle {name!r} must return log-marginals of shape ({n}, {q}) and a float dtype, "
-            f"got shape {shape} and dtype {dtype}"
+            f"oracle {name!r} must return one array of shape ({n}, {q}), "
+            f"got {jax.tree_util.tree_structure(output)}"
+        )
+    if output.shape != (n, q) or not jnp.issubdtype(output.dtype, jnp.floating):
+        raise OracleError(
+            f"oracle {name!r} must return log-marginals of shape ({n}, {q}) with a floating "
+            f"dtype, got shape {output.shape} and dtype {output.dtype}"
         )
 
 
-def log_marginals_defect(log_probs: Array, mask: Array, *, atol: float = 1e-4):
-    """``(code, row, value)``: the first defect of an answer (pure ``jnp``).
+def log_marginals_defect(log_probs: ArrayLike, mask: ArrayLike, *, atol: float = 1e-4):
+    """The first defect of one answer ``log_probs: [n, q]`` given ``mask: bool[n]``.
 
-    code 0: ok; 1: NaN anywhere; 2: +inf in an unpinned row; 3: an unpinned row whose
-    logsumexp is not 0 within ``atol`` (``value`` is that logsumexp)."""
+    Pure :mod:`jax.numpy`: traceable, ``jit`` and ``vmap`` safe (``vmap`` it for a batch).
+    The code is :data:`DEFECT_NAN` if any entry is NaN, else :data:`DEFECT_POSINF` if an
+    unpinned row holds ``+inf``, else :data:`DEFECT_UNNORMALIZED` if an unpinned row has
+    :math:`|\\operatorname{logsumexp}| > \\text{atol}` (an all ``-inf`` row included), else
+    :data:`DEFECT_OK`.
+
+    :param log_probs: the oracle's answer, shape ``[n, q]``.
+    :param mask: the pinned sites of the query, shape ``[n]``.
+    :param atol: tolerance on the logsumexp of a row.
+    :return: :class:`OracleDefect` ``(code, row)`` of int32 scalars; ``row`` is the first
+        offending row (0 when ``code`` is :data:`DEFECT_OK`).
+
+    >>> import jax.numpy as jnp
+    >>> answer = jnp.log(jnp.array([[0.5, 0.5], [0.7, 0.7]]))
+    >>> code, row = log_marginals_defect(answer, jnp.array([False, False]))
+    >>> int(code) == DEFECT_UNNORMALIZED, int(row)
+    (True, 1)
+    >>> [int(v) for v in log_marginals_defect(answer, jnp.array([False, True]))]
+    [0, 0]
+    """
+    log_probs = jnp.asarray(log_probs)
+    free = ~jnp.asarray(mask, bool)
     nan_rows = jnp.any(jnp.isnan(log_probs), axis=-1)
-    posinf_rows = jnp.any(log_probs == jnp.inf, axis=-1) & ~mask
-    total = jax.nn.logsumexp(jnp.where(jnp.isnan(log_probs), -jnp.inf, log_probs), axis=-1)
-    bad_rows = ~(jnp.abs(total) <= atol) & ~mask & ~nan_rows & ~posinf_rows
+    posinf_rows = jnp.any(log_probs == jnp.inf, axis=-1) & free
+    safe = jnp.where(jnp.isnan(log_probs) | (log_probs == jnp.inf), -jnp.inf, log_probs)
+    total = jax.nn.logsumexp(safe, axis=-1)
+    unnormalized_rows = ~(jnp.abs(total) <= atol) & free
     code = jnp.where(
         jnp.any(nan_rows),
         DEFECT_NAN,
         jnp.where(
             jnp.any(posinf_rows),
             DEFECT_POSINF,
-            jnp.where(jnp.any(bad_rows), DEFECT_UNNORMALIZED, DEFECT_OK),
+            jnp.where(jnp.any(unnormalized_rows), DEFECT_UNNORMALIZED, DEFECT_OK),
         ),
     ).astype(jnp.int32)
-    rows = jnp.where(
-        code == DEFECT_NAN, nan_rows, jnp.where(code == DEFECT_POSINF, posinf_rows, bad_rows)
+    offending = jnp.where(
+        code == DEFECT_NAN,
+        nan_rows,
+        jnp.where(code == DEFECT_POSINF, posinf_rows, unnormalized_rows),
     )
-    row = jnp.argmax(rows).astype(jnp.int32)
-    return code, row, total[row]
+    return OracleDefect(code, jnp.argmax(offending).astype(jnp.int32))
 
 
-def describe_defect(code, row, value=None, *, name="oracle") -> str:
+def describe_defect(
+    code: ArrayLike, row: ArrayLike, *, name: str = "oracle", log_normalizer: float | None = None
+) -> str:
+    """A sentence for one ``(code, row)`` from :func:`log_marginals_defect` (host side).
+
+    :param code: a ``DEFECT_*`` code (python, numpy or JAX integer).
+    :param row: the offending row.
+    :param name: how the message refers to the oracle.
+    :param log_normalizer: the logsumexp of the offending row, quoted for unnormalized rows.
+    :raises ValueError: for an unknown code.
+
+    >>> describe_defect(DEFECT_UNNORMALIZED, 3, name="x", log_normalizer=0.25)
+    "oracle 'x': row 3 of log_marginals is not normalized (logsumexp=0.25); ..."
+    """
     code, row = int(code), int(row)
+    if code == DEFECT_OK:
+        return f"oracle {name!r}: log_marginals has no defect"
     if code == DEFECT_NAN:
-        return f"oracle {name!r} returned NaN in row {row} of log_marginals"
+        return f"oracle {name!r}: row {row} of log_marginals contains NaN"
     if code == DEFECT_POSINF:
-        return f"oracle {name!r} returned +inf in row {row} of log_marginals"
+        return (
+            f"oracle {name!r}: row {row} of log_marginals contains +inf; "
+            "a log-probability is at most 0"
+        )
     if code == DEFECT_UNNORMALIZED:
-        detail = "" if value is None else f" (logsumexp = {float(value):.6g})"
+        detail = "" if log_normalizer is None else f" (logsumexp={float(log_normalizer):.6g})"
         return (
             f"oracle {name!r}: row {row} of log_marginals is not normalized{detail}; "
-            "rows of unpinned sites must be log-probabilities summing to 1"
+            "the row of an unpinned site must be log-probabilities with logsumexp 0"
         )
-    return f"oracle {name!r}: ok"
+    raise ValueError(f"unknown oracle defect code {code}")
 
 
-def raise_if_defect(code, row, value=None, *, name="oracle") -> None:
-    """Host side: raise :class:`OracleError` for the first nonzero code (batches allowed)."""
-    code, row = np.asarray(code).ravel(), np.asarray(row).ravel()
-    value = None if value is None else np.asarray(value).ravel()
-    bad = np.flatnonzero(code)
-    if bad.size:
-        i = bad[0]
-        raise OracleError(
-            describe_defect(code[i], row[i], None if value is None else value[i], name=name)
-        )
+def raise_if_defect(
+    code: ArrayLike,
+    row: ArrayLike,
+    *,
+    name: str = "oracle",
+    log_normalizer: ArrayLike | None = None,
+) -> None:
+    """Host side: raise :class:`OracleError` if a code from :func:`log_marginals_defect` is set.
+
+    Batches are accepted (``code`` and ``row`` of the same shape, e.g. from ``vmap``): the first
+    non-zero code is reported, with its batch index.
+
+    :param code: int32 code or array of codes.
+    :param row: the matching offending row(s).
+    :param name: how the message refers to the oracle.
+    :param log_normalizer: optional logsumexp of the offending row(s), same shape as ``code``.
+    :raises OracleError: if any code is not :data:`DEFECT_OK`.
+
+    >>> raise_if_defect(0, 0)
+    >>> raise_if_defect([0, DEFECT_NAN], [0, 2], name="net")
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.oracles.validation.OracleError: oracle 'net': row 2 of log_marginals \
+contains NaN (batch index 1)
+    """
+    codes = np.asarray(code)
+    rows = np.broadcast_to(np.asarray(row), codes.shape)
+    defective = np.flatnonzero(codes.reshape(-1) != DEFECT_OK)
+    if defective.size == 0:
+        return
+    flat_index = int(defective[0])
+    value = None
+    if log_normalizer is not None:
+        value = np.broadcast_to(np.asarray(log_normalizer), codes.shape).reshape(-1)[flat_index]
+    message = describe_defect(
+        codes.reshape(-1)[flat_index],
+        rows.reshape(-1)[flat_index],
+        name=name,
+        log_normalizer=value,
+    )
+    if codes.ndim > 0:
+        batch_index = np.unravel_index(flat_index, codes.shape)
+        message += f" (batch index {batch_index[0] if len(batch_index) == 1 else batch_index})"
+    raise OracleError(message)
+
+
+def _probe_inputs(key: Array, n: int, q: int, num_probes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random values in ``[0, q)`` and masks: the empty mask, one free site, random sizes.
+
+    Drawn with NumPy from a seed taken from ``key`` (no eager JAX dispatch, nothing to
+    compile)."""
+    if jnp.issubdtype(getattr(key, "dtype", np.uint32), jax.dtypes.prng_key):
+        key = jax.random.key_data(key)
+    rng = np.random.default_rng(np.asarray(key).astype(np.uint64).ravel())
+    values = rng.integers(0, q, size=(num_probes, n)).astype(np.int32)
+    sizes = rng.integers(0, n + 1, size=num_probes)
+    sizes[0] = 0
+    if num_probes > 1:
+        sizes[1] = n - 1
+    ranks = np.argsort(rng.random((num_probes, n)), axis=1)
+    return values, ranks < sizes[:, None]
 
 
 def validate_oracle(
-    oracle, num_positions, num_categories, *, name="oracle", key=None, num_probes=8, atol=1e-4
+    oracle: Callable[[Array, Array], Array],
+    num_positions: int,
+    num_categories: int,
+    *,
+    name: str = "oracle",
+    key: Array | None = None,
+    num_probes: int = 8,
+    atol: float = 1e-4,
 ) -> None:
-    """Eager check: signature, then answers on probe inputs (empty mask, random masks)."""
+    """Eager check of an oracle: its signature, then its answers on probe inputs.
+
+    The probes are: the empty mask, a mask leaving one site free, and random masks of random
+    sizes, with random values in ``[0, q)``; they are evaluated in one ``jit(vmap(oracle))``
+    call, so an oracle that cannot be batched fails here too.
+
+    :param oracle: the oracle.
+    :param num_positions: :math:`n`.
+    :param num_categories: :math:`q`.
+    :param name: how error messages refer to the oracle.
+    :param key: PRNG key of the probes (default ``jax.random.PRNGKey(0)``).
+    :param num_probes: number of probe inputs (at least 1).
+    :param atol: tolerance on the logsumexp of a row.
+    :raises OracleError: on the first defect, naming the row, the problem and the probe.
+
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> validate_oracle(CurieWeissOracle(6, beta=1.0), 6, 2)
+    >>> validate_oracle(lambda x, mask: jnp.zeros((6, 2)), 6, 2, name="bad")
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.oracles.validation.OracleError: oracle 'bad': row 0 of log_marginals is \
+not normalized (logsumexp=0.693147); ...
+    """
     check_oracle_signature(oracle, num_positions, num_categories, name=name)
+    if num_probes < 1:
+        raise ValueError(f"num_probes must be at least 1, got {num_probes}")
     n, q = int(num_positions), int(num_categories)
-    rng = np.random.default_rng(
-        0
-        if key is None
-        else int(
-            np.asarray(
-                jax.random.key_data(key)
-                if jax.dtypes.issubdtype(jnp.asarray(key).dtype, jax.dtypes.prng_key)
-                else key
-            ).ravel()[-1]
-        )
-    )
-    xs = rng.integers(0, q, size=(num_probes, n)).astype(np.int32)
-    masks = rng.random((num_probes, n)) < rng.random((num_probes, 1))
-    masks[0] = False
+    values, masks = _probe_inputs(np.zeros(2, np.uint32) if key is None else key, n, q, num_probes)
 
-    @jax.jit
-    def probe(xs, masks):
-        answers = jax.vmap(oracle)(xs, masks)
-        return jax.vmap(lambda a, m: log_marginals_defect(a, m, atol=atol))(answers, masks)
+    def probe(values: Array, masks: Array) -> tuple[Array, OracleDefect]:
+        answers = jax.vmap(oracle)(values, masks)
+        defects = jax.vmap(lambda a, m: log_marginals_defect(a, m, atol=atol))(answers, masks)
+        return answers, defects
 
-    raise_if_defect(*probe(jnp.asarray(xs), jnp.asarray(masks)), name=name)
+    try:
+        answers, (codes, rows) = jax.jit(probe)(jnp.asarray(values), jnp.asarray(masks))
+    except Exception as error:
+        raise OracleError(
+            f"oracle {name!r} failed under jax.jit(jax.vmap(...)) on a batch of {num_probes} "
+            f"queries: {type(error).__name__}: {error}"
+        ) from error
+    codes, rows = np.asarray(codes), np.asarray(rows)
+    defective = np.flatnonzero(codes)
+    if defective.size == 0:
+        return
+    probe_index = int(defective[0])
+    row = int(rows[probe_index])
+    answer_row = np.asarray(answers[probe_index, row], np.float64)
+    finite = answer_row[np.isfinite(answer_row)]
+    log_normalizer = np.logaddexp.reduce(finite) if finite.size else -np.inf
+    pinned = np.flatnonzero(masks[probe_index]).tolist()
+    message = describe_defect(codes[probe_index], row, name=name, log_normalizer=log_normalizer)
+    raise OracleError(f"{message} (probe {probe_index}: pinned sites {pinned})")
 
 
-def check_values_in_support(values, num_categories: int, *, name="x") -> None:
-    """Concrete integer values must lie in ``[0, q)``; the error names the index and value."""
+def check_values_in_support(values: ArrayLike, num_categories: int, *, name: str = "x") -> None:
+    """Check that concrete integer ``values`` lie in :math:`[0, q)`.
+
+    :param values: observed values, any shape, an integer dtype.
+    :param num_categories: :math:`q`.
+    :param name: the site, quoted in the message.
+    :raises ValueError: naming the site, the first offending index and its value, or the dtype.
+
+    >>> check_values_in_support([0, 2, 1], 3, name="z")
+    >>> check_values_in_support([0, 3, 1], 3, name="z")
+    Traceback (most recent call last):
+    ...
+    ValueError: site 'z': value 3 at index 1 is outside the support [0, 3)
+    """
+    if isinstance(values, jax.core.Tracer):
+        raise ValueError(f"site {name!r}: values must be concrete, not traced")
     values = np.asarray(values)
     if not np.issubdtype(values.dtype, np.integer):
-        if np.issubdtype(values.dtype, np.floating) and np.all(np.mod(values, 1) == 0):
-            values = values.astype(np.int64)
-        else:
-            raise ValueError(
-                f"site {name!r}: observed values must be integers, got dtype {values.dtype}"
-            )
-    bad = np.flatnonzero((values < 0) | (values >= num_categories))
-    if bad.size:
-        i = int(bad[0])
+        raise ValueError(f"site {name!r}: values must have an integer dtype, got {values.dtype}")
+    outside = np.argwhere((values < 0) | (values >= num_categories))
+    if outside.size:
+        index = tuple(int(i) for i in outside[0])
+        index_text = index[0] if len(index) == 1 else index
         raise ValueError(
-            f"site {name!r}: observed value {int(values.ravel()[i])} at index {i} "
-            f"is outside the support [0, {num_categories})"
+            f"site {name!r}: value {int(values[index])} at index {index_text} is outside "
+            f"the support [0, {num_categories})"
         )
 
 
-def check_permutation(order, num_positions: int, *, name="order") -> None:
-    """``order`` must be a permutation of ``range(n)``; the error says what is wrong."""
+def check_permutation(order: ArrayLike, num_positions: int, *, name: str = "order") -> None:
+    """Check that a concrete ``order`` is a permutation of ``range(n)``.
+
+    :param order: the candidate permutation.
+    :param num_positions: :math:`n`.
+    :param name: how the message refers to ``order``.
+    :raises ValueError: for a wrong shape or dtype, a value out of range, or a duplicated value
+        (with the value it displaces).
+
+    >>> check_permutation([2, 0, 1], 3)
+    >>> check_permutation([2, 0, 2], 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: order is not a permutation of range(3): 2 appears 2 times and 1 is missing
+    """
+    if isinstance(order, jax.core.Tracer):
+        raise ValueError(f"{name} must be concrete, not traced")
     order = np.asarray(order)
     n = int(num_positions)
     if order.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},), got {order.shape}")
+        raise ValueError(f"{name} must have shape ({n},) (a permutation), got {order.shape}")
     if not np.issubdtype(order.dtype, np.integer):
-        raise ValueError(f"{name} must hold integers, got dtype {order.dtype}")
-    counts = np.bincount(np.clip(order, 0, n), minlength=n + 1)
+        raise ValueError(f"{name} must have an integer dtype, got {order.dtype}")
     outside = order[(order < 0) | (order >= n)]
     if outside.size:
         raise ValueError(
             f"{name} is not a permutation of range({n}): value {int(outside[0])} is out of range"
         )
-    if np.any(counts[:n] != 1):
-        duplicated = int(np.flatnonzero(counts[:n] > 1)[0])
-        missing = int(np.flatnonzero(counts[:n] == 0)[0])
+    counts = np.bincount(order.astype(np.int64), minlength=n)
+    if np.any(counts != 1):
+        duplicated = int(np.flatnonzero(counts > 1)[0])
+        missing = int(np.flatnonzero(counts == 0)[0])
         raise ValueError(
             f"{name} is not a permutation of range({n}): {duplicated} appears "
             f"{int(counts[duplicated])} times and {missing} is missing"
