@@ -2,5 +2,20 @@
 
 from numpyro_autospec.processes.any_order import AnyOrderProcess, AnyOrderState
 from numpyro_autospec.processes.base import DiscreteStepProcess, Process
+from numpyro_autospec.processes.diffusion import (
+    DiffusionProcess,
+    DiffusionState,
+    default_times,
+    uniform_times,
+)
 
-__all__ = ["AnyOrderProcess", "AnyOrderState", "DiscreteStepProcess", "Process"]
+__all__ = [
+    "AnyOrderProcess",
+    "AnyOrderState",
+    "DiffusionProcess",
+    "DiffusionState",
+    "DiscreteStepProcess",
+    "Process",
+    "default_times",
+    "uniform_times",
+]

@@ -1,0 +1,329 @@
+r"""Denoising diffusion (stochastic localization) as a process (ALGORITHM.md, 2b).
+
+The oracle is a denoiser :math:`f(t, y) = \mathbb{E}[Y \mid tY + W_t = y]`
+(:mod:`numpyro_autospec.denoisers`), :math:`W` a standard Brownian motion in
+:math:`\mathbb{R}^d`.  The observation process :math:`y_t = tY + W_t` solves
+:math:`dy_t = f(t, y_t)\,dt + dB_t` from :math:`y_0 = 0`, and :math:`f(t, y_t) \to Y` as
+:math:`t \to \infty`.  On a grid :math:`0 = t_0 < t_1 < \dots < t_N`, with
+:math:`h_k = t_{k+1} - t_k`, the process is its Euler-Maruyama chain
+
+.. math::
+
+    y_{k+1} = y_k + h_k f(t_k, y_k) + \sqrt{h_k}\,\xi_k, \qquad \xi_k \sim \mathcal{N}(0, I_d),
+
+and the sample is the denoised point :math:`f(t_N, y_N)`.
+
+* step :math:`k` writes :math:`y_{k+1}`; ``query(x, k)`` is :math:`f(t_k, y_k)` (one query),
+  ``reduce`` keeps it whole (the drift);
+* target: :math:`\mu(y_{k+1} \mid y_{\le k}) = \mathcal{N}(y_{k+1};\, y_k + h_k f(t_k, y_k),\,
+  h_k I)`;
+* speculation for the block :math:`S = [a, a+m)`: the same recursion with the drift frozen at
+  the single query :math:`O_a = f(t_a, y_a)`,
+
+  .. math::
+
+      \nu_S(y_{a+1}, \dots, y_{a+m}) = \prod_{k=a}^{a+m-1}
+          \mathcal{N}(y_{k+1};\, y_k + h_k O_a,\, h_k I),
+
+  a Gaussian random walk with constant drift, drawn in one shot as a cumulative sum.
+
+The sampler's path then has exactly the law of the sequential Euler-Maruyama chain on the same
+grid.  A fine grid (large :math:`N`) is where autospeculation pays: the drift changes little
+over a block, so long speculations are accepted.
+
+Time grids: :func:`uniform_times` and :func:`default_times`; the latter is spaced uniformly in
+:math:`\log(1 + \sigma^2 t)`, which equalizes the drift's change per step (see its docstring).
+
+Reference: Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869 (2025).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+from jax.typing import ArrayLike
+
+from numpyro_autospec.denoisers.validation import check_denoiser_signature, check_time_grid
+
+__all__ = [
+    "DEFAULT_DATA_VARIANCE",
+    "DEFAULT_T_MAX",
+    "DiffusionProcess",
+    "DiffusionState",
+    "default_times",
+    "uniform_times",
+]
+
+#: End time of :func:`default_times` for data in :math:`[0, 1]^d` (see its docstring).
+DEFAULT_T_MAX = 1000.0
+#: :math:`\sigma^2` of :func:`default_times`: the largest variance of a :math:`[0, 1]`-valued
+#: coordinate (Popoviciu's inequality), so the grid is fine enough for any such data.
+DEFAULT_DATA_VARIANCE = 0.25
+
+
+class DiffusionState(NamedTuple):
+    """State of one diffusion draw.
+
+    ``path[k]`` is :math:`y_k` (meaningful once step :math:`k-1` is done), shape
+    ``float32[N + 1, d]``; ``path[0] = y_0 = 0``.
+    """
+
+    path: Array
+
+
+def uniform_times(num_steps: int, t_max: float) -> np.ndarray:
+    """The uniform grid :math:`t_k = k\\,t_{\\max}/N`, float32 ``[N + 1]``.
+
+    Example
+    -------
+    >>> uniform_times(4, 2.0).tolist()
+    [0.0, 0.5, 1.0, 1.5, 2.0]
+    """
+    num_steps = _check_num_steps(num_steps)
+    t_max = _check_t_max(t_max)
+    return check_time_grid(np.linspace(0.0, t_max, num_steps + 1))
+
+
+def default_times(
+    num_steps: int,
+    t_max: float = DEFAULT_T_MAX,
+    *,
+    data_variance: float = DEFAULT_DATA_VARIANCE,
+) -> np.ndarray:
+    r"""A grid for targets with bounded support: uniform in :math:`s = \log(1 + \sigma^2 t)`,
+
+    .. math::
+
+        t_k = \frac{\exp\!\big(\tfrac{k}{N}\log(1 + \sigma^2 t_{\max})\big) - 1}{\sigma^2},
+        \qquad k = 0, \dots, N,
+
+    with :math:`\sigma^2` = ``data_variance``.  Steps are about :math:`1/\sigma^2`-uniform while
+    :math:`t \lesssim 1/\sigma^2` and geometric (:math:`h_k \propto t_k`) after that.
+
+    **Why.**  The drift is the posterior mean :math:`m_t = f(t, y_t)`, a martingale with
+    :math:`dm_t = \Sigma_t\,dB_t`, where :math:`\Sigma_t = \operatorname{Cov}(Y \mid y_t)` is
+    also the drift's Jacobian :math:`\nabla_y f` (its Lipschitz constant).  Freezing the drift
+    over a stretch of length :math:`h` (an Euler step, or a speculated block) costs
+
+    .. math::
+
+        \mathrm{KL} \approx \tfrac12\,\mathbb{E}\!\int_{t}^{t+h} |m_s - m_t|^2\,ds
+        \approx \tfrac14\,h^2\,\mathbb{E}\operatorname{tr}\Sigma_t^2 .
+
+    Minimizing :math:`\sum_k h_k^2 g(t_k)` at fixed :math:`\sum_k h_k` gives
+    :math:`h(t) \propto g(t)^{-1/2}`.  For a Gaussian proxy with per-coordinate variance
+    :math:`\sigma^2`, :math:`\Sigma_t = \sigma^2/(1 + \sigma^2 t)\,I`, so
+    :math:`h(t) \propto 1/\sigma^2 + t`: uniform in :math:`\log(1 + \sigma^2 t)`, with every
+    step costing the same :math:`d\,\Delta s^2/4` and the chain in total
+    :math:`\approx d\,\log(1 + \sigma^2 t_{\max})^2 / (4N)`, against
+    :math:`\approx d\,\sigma^2 t_{\max}/N` for the uniform grid.  Two regimes justify the proxy
+    for bounded data: at small :math:`t` the posterior is the prior,
+    :math:`\Sigma_t \approx \operatorname{Cov}(Y) \preceq \sigma^2 I` (Popoviciu: at most
+    :math:`1/4` per coordinate in :math:`[0, 1]`, the default); at large :math:`t` a target
+    with a density has :math:`\Sigma_t \approx I/t` whatever :math:`\sigma^2`, and a point
+    cloud's :math:`\Sigma_t` collapses to 0 once one point is identified, so the geometric
+    tail spends only :math:`O(\log t_{\max})` steps where little happens.  Equal cost per
+    step is also what keeps the speculation's acceptance even along the grid.
+
+    **End time.**  The output :math:`f(t_N, y_N)` is a weighted average of data points.  For a
+    point cloud, a point at squared distance :math:`\delta^2` from the sampled one keeps the
+    log-weight :math:`-t\delta^2/2 + O(\sqrt{t}\,\delta)`, so with :math:`M` points the output
+    is within :math:`\varepsilon` of a data point once
+    :math:`t\,\delta_{\min}^2/2 \gtrsim \log(M/\varepsilon)`.  For the scikit-learn digits
+    scaled to :math:`[0, 1]^{64}` (:func:`~numpyro_autospec.denoisers.digits_point_cloud`,
+    :math:`M = 1797`, nearest-neighbour :math:`\delta^2` from 0.11 to 4, median 1.0) that is
+    :math:`t \approx 300`; the default :math:`t_{\max} = 1000` leaves a margin for the
+    closest pairs and costs only :math:`\log(251)/\log(26) \approx 1.7` times the steps of
+    :math:`t_{\max} = 100` at equal cost per step.
+
+    **Numerical check** (the sequential Euler-Maruyama chain, 2000 draws per setting, the
+    digits; ``tests/processes/test_diffusion.py`` repeats it with 500 draws).  Distance of
+    :math:`f(t_N, y_N)` to the nearest image, :math:`N = 64` and :math:`256` alike:
+    :math:`t_{\max} = 30`: only 77% of the draws within :math:`10^{-3}` (99% quantile
+    0.39); :math:`t_{\max} = 100`: 99.7% (max 0.11); :math:`t_{\max} = 1000`: all within
+    :math:`6 \cdot 10^{-8}`, float32 rounding.  The law is kept along the grid: with
+    :math:`N = 64` and any :math:`t_{\max}` from 30 to :math:`10^4` the 2000 outputs hit 1198
+    to 1221 distinct images (1206 expected for exact uniform draws) and the class frequencies
+    are within sampling noise (total variation 0.02-0.045), whereas the *uniform* grid with
+    :math:`N = 64` collapses onto 496 distinct images (class TV 0.39) at
+    :math:`t_{\max} = 1000` and 51 at :math:`10^4`: its first step, of length
+    :math:`t_{\max}/N`, runs with the drift frozen at :math:`\mathbb{E}[Y]` far past the time
+    at which the posterior starts to split.
+
+    Example
+    -------
+    >>> times = default_times(8, 100.0)
+    >>> float(times[0]), float(times[-1])
+    (0.0, 100.0)
+    >>> bool(np.all(np.diff(times) > 0)) and bool(np.diff(times)[-1] > np.diff(times)[0])
+    True
+    """
+    num_steps = _check_num_steps(num_steps)
+    t_max = _check_t_max(t_max)
+    if not (data_variance > 0 and math.isfinite(data_variance)):
+        raise ValueError(f"data_variance must be positive and finite, got {data_variance}")
+    span = math.log1p(data_variance * t_max)
+    grid = np.expm1(np.linspace(0.0, span, num_steps + 1)) / data_variance
+    grid[0], grid[-1] = 0.0, t_max
+    return check_time_grid(grid)
+
+
+class DiffusionProcess:
+    r"""Stochastic localization with denoiser ``denoiser`` on the grid ``times``.
+
+    Parameters
+    ----------
+    denoiser:
+        the oracle, a JAX-traceable ``(t: float32[], y: float32[d]) -> float32[d]`` returning
+        :math:`\mathbb{E}[Y \mid tY + W_t = y]`.
+    dim:
+        the dimension :math:`d`.
+    times:
+        a concrete, strictly increasing grid :math:`0 = t_0 < \dots < t_N` (for example
+        :func:`default_times`); :math:`N` is the number of steps.
+    name:
+        site name used in error messages.
+
+    The state is :class:`DiffusionState`; :meth:`output` is the denoised point
+    :math:`f(t_N, y_N)` (``final_query = True``: the samplers query it after the last step) and
+    :meth:`final_state` is :math:`y_N`.  All log-densities are those of the Gaussian increments
+    with their full normalizing constants.
+
+    Example
+    -------
+    >>> import jax, jax.numpy as jnp
+    >>> from numpyro_autospec.denoisers import PointCloudDenoiser
+    >>> from numpyro_autospec.reference import sample
+    >>> denoiser = PointCloudDenoiser(jnp.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]))
+    >>> process = DiffusionProcess(denoiser, 2, default_times(16, 200.0))
+    >>> x = process.init(jax.random.PRNGKey(0))
+    >>> x.path.shape, [round(float(v), 4) for v in process.query(x, 0)]  # f(0, 0) = E[Y]
+    ((17, 2), [0.3333, 0.3333])
+    >>> draw = sample(process, jax.random.PRNGKey(1))
+    >>> bool(jnp.min(jnp.sum((denoiser.points - draw.value[None, :]) ** 2, axis=-1)) < 1e-6)
+    True
+    """
+
+    final_query = True
+
+    def __init__(
+        self,
+        denoiser: Callable[[Array, Array], Array],
+        dim: int,
+        times: ArrayLike,
+        *,
+        name: str = "y",
+    ) -> None:
+        check_denoiser_signature(denoiser, dim, name=f"denoiser of site {name!r}")
+        grid = check_time_grid(times, name=f"times of site {name!r}")
+        self.denoiser = denoiser
+        self.dim = int(dim)
+        self.name = name
+        self.num_steps = int(grid.shape[0]) - 1
+        step_sizes = np.diff(grid.astype(np.float64))
+        self.times = jnp.asarray(grid, dtype=jnp.float32)
+        self.step_sizes = jnp.asarray(step_sizes, dtype=jnp.float32)
+        self._sqrt_step_sizes = jnp.asarray(np.sqrt(step_sizes), dtype=jnp.float32)
+        # log normalizer of N(., ., h I) in d dimensions: -(d/2) log(2 pi h)
+        self._log_normalizers = jnp.asarray(
+            -0.5 * self.dim * np.log(2.0 * np.pi * step_sizes), dtype=jnp.float32
+        )
+
+    # -- state ---------------------------------------------------------------------------
+    def init(self, key: Array) -> DiffusionState:
+        """:math:`y_0 = 0`; the key is not used (the start is deterministic)."""
+        del key
+        return DiffusionState(path=jnp.zeros((self.num_steps + 1, self.dim), jnp.float32))
+
+    def final_state(self, x: DiffusionState) -> Array:
+        """:math:`y_N`, shape ``[d]``."""
+        return x.path[self.num_steps]
+
+    def _in_block(self, a: Array, m: Array) -> Array:
+        steps = jnp.arange(self.num_steps)
+        return (steps >= a) & (steps < a + m)
+
+    def _increment_log_density(self, increment, drift, step_size, log_normalizer) -> Array:
+        """:math:`\\log \\mathcal{N}(\\Delta;\\, h\\,\\text{drift},\\, h I)`, summed over the
+        last axis (works for one step and for stacked steps)."""
+        residual = increment - step_size[..., None] * drift
+        return log_normalizer - 0.5 * jnp.sum(residual**2, axis=-1) / step_size
+
+    # -- oracle --------------------------------------------------------------------------
+    def query(self, x: DiffusionState, k: Array) -> Array:
+        """The drift :math:`f(t_k, y_k)`, shape ``[d]``."""
+        return self.denoiser(self.times[k], x.path[k])
+
+    def reduce(self, x: DiffusionState, k: Array, answer: Array) -> Array:
+        """The whole answer: step ``k`` needs the drift and nothing else."""
+        return answer
+
+    # -- target ----------------------------------------------------------------------------
+    def target_logp(self, x: DiffusionState, k: Array, reduced: Array) -> Array:
+        """:math:`\\log \\mathcal{N}(y_{k+1};\\, y_k + h_k f(t_k, y_k),\\, h_k I)`."""
+        return self._increment_log_density(
+            x.path[k + 1] - x.path[k],
+            reduced,
+            self.step_sizes[k],
+            self._log_normalizers[k],
+        )
+
+    def target_sample(self, key: Array, x: DiffusionState, k: Array, reduced: Array):
+        """One Euler-Maruyama step: :math:`y_{k+1} = y_k + h_k f + \\sqrt{h_k}\\,\\xi`."""
+        noise = jax.random.normal(key, (self.dim,), jnp.float32)
+        step = self.step_sizes[k] * reduced + self._sqrt_step_sizes[k] * noise
+        return x._replace(path=x.path.at[k + 1].set(x.path[k] + step))
+
+    # -- speculation -----------------------------------------------------------------------
+    def spec_sample(self, key: Array, x: DiffusionState, a: Array, m: Array, answer: Array):
+        """Rows ``a+1 .. a+m`` of the path: the random walk with the drift frozen at
+        ``answer`` :math:`= f(t_a, y_a)`, one cumulative sum of ``N`` masked increments
+        (noise ``normal(key, (N, d))``, row ``k`` for step ``k``).  Other rows are unchanged."""
+        in_block = self._in_block(a, m)[:, None]
+        noise = jax.random.normal(key, (self.num_steps, self.dim), jnp.float32)
+        increments = (
+            self.step_sizes[:, None] * answer[None, :] + self._sqrt_step_sizes[:, None] * noise
+        )
+        walk = x.path[a][None, :] + jnp.cumsum(jnp.where(in_block, increments, 0.0), axis=0)
+        return x._replace(path=x.path.at[1:].set(jnp.where(in_block, walk, x.path[1:])))
+
+    def spec_logp(self, x: DiffusionState, a: Array, m: Array, answer: Array) -> Array:
+        """:math:`\\sum_{k=a}^{a+m-1} \\log \\mathcal{N}(y_{k+1};\\, y_k + h_k O_a,\\, h_k I)`."""
+        log_densities = self._increment_log_density(
+            x.path[1:] - x.path[:-1],
+            answer[None, :],
+            self.step_sizes,
+            self._log_normalizers,
+        )
+        return jnp.sum(jnp.where(self._in_block(a, m), log_densities, 0.0))
+
+    def output(self, x: DiffusionState, final_answer: Array | None = None) -> Array:
+        """The denoised point :math:`f(t_N, y_N)` (``final_answer``, queried by the sampler)."""
+        if final_answer is None:
+            raise ValueError(f"site {self.name!r}: output needs final_answer = query(x, num_steps)")
+        return final_answer
+
+    def __repr__(self) -> str:
+        return (
+            f"DiffusionProcess(name={self.name!r}, dim={self.dim}, num_steps={self.num_steps}, "
+            f"t_max={float(self.times[-1]):g})"
+        )
+
+
+def _check_num_steps(num_steps) -> int:
+    if isinstance(num_steps, bool) or not isinstance(num_steps, int | np.integer) or num_steps < 1:
+        raise ValueError(f"num_steps must be a positive integer, got {num_steps!r}")
+    return int(num_steps)
+
+
+def _check_t_max(t_max) -> float:
+    t_max = float(t_max)
+    if not (t_max > 0 and math.isfinite(t_max)):
+        raise ValueError(f"t_max must be positive and finite, got {t_max}")
+    return t_max

@@ -1,0 +1,394 @@
+"""Tests of the diffusion (stochastic localization) process.
+
+Unit checks compare every method with direct float64 numpy formulas.  Exactness compares the
+reference autospeculative sampler with the sequential Euler-Maruyama chain on the same coarse
+grid (N = 8, where the chain is far from its continuous-time limit -- its law over the 5-point
+cloud puts 0.26 instead of 0.2 on the central point -- and almost every speculation is
+rejected, so the residual loop and every density term matter): the nearest-point category of
+the output for a 5-point cloud in 2-D (two-sample chi-square) and 1-D projections of the output
+for a 2-D Gaussian mixture (two-sample Kolmogorov-Smirnov).  Seeds are fixed; a test passes
+when p > 1e-4.
+
+The sequential side is the reference's ``method="sequential"`` sampler, shown draw for draw
+equal to a vectorized replica of it (``euler_chain``), which then supplies 200 000 draws at
+no cost: the two-sample tests have almost the power of one-sample tests against the exact
+law of the chain, and that power is set by the reference's draws (slow Python, ~10 ms of CPU
+each at N = 8 for the cloud, ~20 ms for the mixture).  Power at p > 1e-4:
+
+* point cloud, 1200 draws, 5 cells: 99% to detect an absolute error of 0.08 in a cell of
+  probability 0.2 (``power_draws``);
+* mixture, 500 draws per projection: KS rejects a difference of about 0.1 between the CDFs.
+
+A deliberately wrong variant (the target density without the h-dependence of its normalizing
+constant) is rejected with 200 draws at p ~ 1e-86.  Another, the target density with variance
+2h, is subtler (it shifts the central cell from 0.26 to 0.16): it was rejected at p ~ 1e-7 with
+600 draws, too slow to run here.
+"""
+
+import importlib.util
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from numpyro_autospec import reference
+from numpyro_autospec.config import SamplerConfig
+from numpyro_autospec.denoisers import (
+    DenoiserError,
+    GaussianMixtureDenoiser,
+    PointCloudDenoiser,
+    digits_point_cloud,
+)
+from numpyro_autospec.processes import DiffusionProcess, DiffusionState, Process
+from numpyro_autospec.processes.diffusion import DEFAULT_T_MAX, default_times, uniform_times
+from tests.gof import assert_two_sample, power_draws, two_sample_chisquare
+
+THRESHOLD = 1e-4
+NUM_STEPS = 8
+CLOUD = PointCloudDenoiser(
+    jnp.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.5, 0.4]], jnp.float32)
+)
+MIXTURE = GaussianMixtureDenoiser(
+    jnp.array([0.5, 0.3, 0.2]),
+    jnp.array([[-1.0, 0.0], [1.0, 0.5], [0.0, 1.5]]),
+    jnp.array(
+        [
+            [[0.3, 0.1], [0.1, 0.2]],
+            [[0.1, 0.0], [0.0, 0.4]],
+            [[0.05, 0.0], [0.0, 0.05]],
+        ]
+    ),
+)
+CLOUD_TIMES = default_times(NUM_STEPS, 30.0)
+MIXTURE_TIMES = default_times(NUM_STEPS, 10.0)
+# one process object per target: the reference sampler compiles once per process
+CLOUD_PROCESS = DiffusionProcess(CLOUD, 2, CLOUD_TIMES)
+MIXTURE_PROCESS = DiffusionProcess(MIXTURE, 2, MIXTURE_TIMES)
+
+
+def euler_chain(process, keys):
+    """The reference's sequential draw, vectorized: same keys, same steps, same output."""
+
+    def one(key):
+        k_init, k_run = jax.random.split(key)
+        block_key = jax.random.fold_in(k_run, 0)
+
+        def step(k, x):
+            return process.target_sample(
+                jax.random.fold_in(block_key, k), x, k, process.query(x, k)
+            )
+
+        x = jax.lax.fori_loop(0, process.num_steps, step, process.init(k_init))
+        return process.output(x, process.query(x, process.num_steps))
+
+    return np.asarray(jax.jit(jax.vmap(one))(keys))
+
+
+def nearest_point(values):
+    return np.asarray(jax.vmap(CLOUD.nearest)(jnp.asarray(values)))
+
+
+def random_path(seed, num_steps=NUM_STEPS, dim=2):
+    rng = np.random.default_rng(seed)
+    path = np.cumsum(rng.normal(size=(num_steps + 1, dim)), axis=0)
+    path[0] = 0.0
+    return DiffusionState(path=jnp.asarray(path, jnp.float32))
+
+
+def gaussian_log_density(value, mean, variance):
+    value, mean = np.asarray(value, np.float64), np.asarray(mean, np.float64)
+    return -0.5 * value.size * np.log(2 * np.pi * variance) - 0.5 * np.sum(
+        (value - mean) ** 2
+    ) / float(variance)
+
+
+# ------------------------------------------------------------------------------ construction
+def test_process_protocol_and_shapes():
+    process = CLOUD_PROCESS
+    assert isinstance(process, Process)
+    assert process.num_steps == NUM_STEPS and process.final_query and process.dim == 2
+    x = process.init(jax.random.PRNGKey(0))
+    assert x.path.shape == (NUM_STEPS + 1, 2) and x.path.dtype == jnp.float32
+    assert not np.any(np.asarray(x.path))
+    np.testing.assert_allclose(process.query(x, 0), CLOUD.mean, rtol=1e-6)
+    np.testing.assert_allclose(
+        process.step_sizes, np.diff(CLOUD_TIMES.astype(np.float64)), rtol=1e-7
+    )
+
+
+def test_constructor_errors_name_the_site():
+    with pytest.raises(DenoiserError, match="'pixels'.*start at 0"):
+        DiffusionProcess(CLOUD, 2, [0.5, 1.0], name="pixels")
+    with pytest.raises(DenoiserError, match="'pixels'.*strictly increasing"):
+        DiffusionProcess(CLOUD, 2, [0.0, 1.0, 1.0], name="pixels")
+    with pytest.raises(DenoiserError, match="'pixels'.*one-dimensional"):
+        DiffusionProcess(CLOUD, 2, np.zeros((2, 2)), name="pixels")
+    with pytest.raises(DenoiserError, match="'pixels'"):
+        DiffusionProcess(CLOUD, 3, [0.0, 1.0], name="pixels")  # CLOUD.dim is 2
+    with pytest.raises(DenoiserError, match="'pixels'.*float32\\[2\\]"):
+        DiffusionProcess(lambda t, y: jnp.zeros(3), 2, [0.0, 1.0], name="pixels")
+
+
+def test_time_grids():
+    np.testing.assert_allclose(uniform_times(4, 2.0), [0.0, 0.5, 1.0, 1.5, 2.0])
+    times = default_times(16, 1000.0, data_variance=0.25)
+    assert times.dtype == np.float32 and times[0] == 0.0 and times[-1] == 1000.0
+    assert np.all(np.diff(times) > 0)
+    # uniform in log(1 + sigma^2 t): equal steps there, growing steps in t
+    np.testing.assert_allclose(
+        np.diff(np.log1p(0.25 * times.astype(np.float64))), np.log(251) / 16, rtol=1e-5
+    )
+    assert np.diff(times)[-1] > 100 * np.diff(times)[0]
+    for bad in (
+        lambda: default_times(0),
+        lambda: default_times(8, -1.0),
+        lambda: default_times(8, data_variance=0.0),
+        lambda: uniform_times(8, float("inf")),
+    ):
+        with pytest.raises(ValueError):
+            bad()
+
+
+# ------------------------------------------------------------------------------ methods
+def test_target_step_and_density_match_numpy():
+    process, x, k = CLOUD_PROCESS, random_path(0), 3
+    drift = process.query(x, k)
+    np.testing.assert_allclose(drift, CLOUD(CLOUD_TIMES[k], x.path[k]))
+    assert process.reduce(x, k, drift) is drift
+    h = np.float64(CLOUD_TIMES[k + 1]) - np.float64(CLOUD_TIMES[k])
+    key = jax.random.PRNGKey(1)
+    stepped = process.target_sample(key, x, k, drift)
+    expected = (
+        np.asarray(x.path[k], np.float64)
+        + h * np.asarray(drift, np.float64)
+        + np.sqrt(h) * np.asarray(jax.random.normal(key, (2,)), np.float64)
+    )
+    np.testing.assert_allclose(stepped.path[k + 1], expected, rtol=1e-5, atol=1e-6)
+    untouched = np.arange(NUM_STEPS + 1) != k + 1
+    np.testing.assert_array_equal(stepped.path[untouched], x.path[untouched])
+    # the density of whatever row k+1 holds: N(y_{k+1}; y_k + h f, h I), full constant
+    for state in (x, stepped):
+        np.testing.assert_allclose(
+            process.target_logp(state, k, drift),
+            gaussian_log_density(state.path[k + 1], state.path[k] + h * np.asarray(drift), h),
+            rtol=1e-5,
+        )
+
+
+def test_speculated_block_matches_numpy():
+    process, x, a, m = CLOUD_PROCESS, random_path(2), 2, 4
+    frozen = process.query(x, a)
+    key = jax.random.PRNGKey(3)
+    speculated = process.spec_sample(key, x, a, m, frozen)
+    noise = np.asarray(jax.random.normal(key, (NUM_STEPS, 2)), np.float64)
+    times = CLOUD_TIMES.astype(np.float64)
+    expected = np.asarray(x.path[a], np.float64)
+    for k in range(a, a + m):  # the Euler recursion with the drift frozen at O_a
+        h = times[k + 1] - times[k]
+        expected = expected + h * np.asarray(frozen, np.float64) + np.sqrt(h) * noise[k]
+        np.testing.assert_allclose(speculated.path[k + 1], expected, rtol=1e-5, atol=1e-5)
+    outside = (np.arange(NUM_STEPS + 1) <= a) | (np.arange(NUM_STEPS + 1) > a + m)
+    np.testing.assert_array_equal(speculated.path[outside], x.path[outside])
+    for state in (x, speculated):
+        path = np.asarray(state.path, np.float64)
+        expected_logp = sum(
+            gaussian_log_density(
+                path[k + 1],
+                path[k] + (times[k + 1] - times[k]) * np.asarray(frozen),
+                times[k + 1] - times[k],
+            )
+            for k in range(a, a + m)
+        )
+        np.testing.assert_allclose(process.spec_logp(state, a, m, frozen), expected_logp, rtol=1e-5)
+    # spec_logp is the density of what spec_sample draws: sum of standard normal terms
+    standard = sum(
+        -np.log(2 * np.pi * (times[k + 1] - times[k])) - 0.5 * np.sum(noise[k] ** 2)
+        for k in range(a, a + m)
+    )
+    np.testing.assert_allclose(process.spec_logp(speculated, a, m, frozen), standard, rtol=1e-5)
+
+
+def test_speculation_of_one_step_is_a_target_step():
+    """nu_[k, k+1) = mu(step k | prefix): equal densities everywhere, and the same law."""
+    process = CLOUD_PROCESS
+    for seed, k in [(4, 0), (5, 3), (6, NUM_STEPS - 1)]:
+        x = random_path(seed)
+        drift = process.query(x, k)
+        np.testing.assert_allclose(
+            process.spec_logp(x, k, 1, drift), process.target_logp(x, k, drift), rtol=1e-6
+        )
+    x, k = random_path(7), 5
+    drift = process.query(x, k)
+    keys = jax.random.split(jax.random.PRNGKey(8), 10_000)
+    by_spec = jax.vmap(lambda key: process.spec_sample(key, x, k, 1, drift).path[k + 1])(keys)
+    by_target = jax.vmap(lambda key: process.target_sample(key, x, k, drift).path[k + 1])(keys)
+    h = float(process.step_sizes[k])
+    for draws in (by_spec, by_target):
+        standardized = (np.asarray(draws) - np.asarray(x.path[k] + h * drift)) / np.sqrt(h)
+        for coordinate in range(2):  # both N(0, 1): KS against the exact law
+            assert stats.kstest(standardized[:, coordinate], "norm").pvalue > THRESHOLD
+    for coordinate in range(2):
+        assert_two_sample(by_spec[:, coordinate], by_target[:, coordinate], kind="ks")
+
+
+def test_methods_under_jit_and_vmap_with_traced_indices():
+    process, x = MIXTURE_PROCESS, random_path(9)
+    key = jax.random.PRNGKey(10)
+    starts = jnp.array([0, 1, 3, 7, 2], jnp.int32)
+    lengths = jnp.array([8, 3, 5, 1, 1], jnp.int32)
+
+    @jax.jit
+    @jax.vmap
+    def batched(a, m):
+        answer = process.query(x, a)
+        spec = process.spec_sample(key, x, a, m, answer)
+        reduced = process.reduce(x, a, answer)
+        stepped = process.target_sample(key, x, a, reduced)
+        return (
+            spec.path,
+            process.spec_logp(spec, a, m, answer),
+            stepped.path,
+            process.target_logp(stepped, a, reduced),
+        )
+
+    results = batched(starts, lengths)
+    for i, (a, m) in enumerate(zip(starts.tolist(), lengths.tolist(), strict=True)):
+        answer = process.query(x, a)
+        spec = process.spec_sample(key, x, a, m, answer)
+        stepped = process.target_sample(key, x, a, answer)
+        eager = (
+            spec.path,
+            process.spec_logp(spec, a, m, answer),
+            stepped.path,
+            process.target_logp(stepped, a, answer),
+        )
+        for got, want in zip(results, eager, strict=True):
+            np.testing.assert_allclose(got[i], want, rtol=1e-5, atol=1e-5)
+    # the whole path is a pytree that the samplers can batch
+    assert jax.tree.structure(x) == jax.tree.structure(DiffusionState(path=x.path))
+
+
+def test_output_is_the_final_answer_and_final_state_is_y_n():
+    process, x = CLOUD_PROCESS, random_path(11)
+    answer = process.query(x, NUM_STEPS)
+    np.testing.assert_allclose(answer, CLOUD(CLOUD_TIMES[-1], x.path[-1]))
+    assert process.output(x, answer) is answer
+    np.testing.assert_array_equal(process.final_state(x), x.path[NUM_STEPS])
+    with pytest.raises(ValueError, match="final_answer"):
+        process.output(x, None)
+
+
+# ------------------------------------------------------------------------------ exactness
+def test_reference_sequential_sampler_is_the_euler_chain():
+    keys = jax.random.split(jax.random.PRNGKey(12), 6)
+    values, rounds, queries = reference.sample_many(
+        CLOUD_PROCESS, jax.random.PRNGKey(12), 6, SamplerConfig(method="sequential")
+    )
+    np.testing.assert_allclose(values, euler_chain(CLOUD_PROCESS, keys), rtol=1e-5, atol=1e-6)
+    assert (rounds == NUM_STEPS + 1).all() and (queries == NUM_STEPS + 1).all()
+
+
+@pytest.fixture(scope="module")
+def cloud_euler_categories():
+    keys = jax.random.split(jax.random.PRNGKey(13), 200_000)
+    return nearest_point(euler_chain(CLOUD_PROCESS, keys))
+
+
+@pytest.mark.slow
+def test_autospeculation_matches_euler_chain_on_point_cloud(cloud_euler_categories):
+    num_draws = 1200
+    assert power_draws(0.08, 0.2, num_cells=5) <= num_draws
+    values, rounds, _ = reference.sample_many(CLOUD_PROCESS, jax.random.PRNGKey(14), num_draws)
+    # the grid is coarse: the chain's law is visibly not uniform over the 5 points
+    euler_law = np.bincount(cloud_euler_categories, minlength=5) / cloud_euler_categories.size
+    assert euler_law[4] > 0.25
+    assert_two_sample(
+        nearest_point(values), cloud_euler_categories, threshold=THRESHOLD, label="point cloud"
+    )
+    assert rounds.mean() < NUM_STEPS + 1
+
+
+@pytest.mark.slow
+def test_autospeculation_matches_euler_chain_on_gaussian_mixture():
+    num_draws = 500
+    values, _, _ = reference.sample_many(MIXTURE_PROCESS, jax.random.PRNGKey(15), num_draws)
+    keys = jax.random.split(jax.random.PRNGKey(16), 200_000)
+    chain = euler_chain(MIXTURE_PROCESS, keys)
+    for direction in ([1.0, 0.0], [0.0, 1.0], [0.6, 0.8], [0.8, -0.6]):
+        assert_two_sample(
+            values @ np.asarray(direction),
+            chain @ np.asarray(direction),
+            threshold=THRESHOLD,
+            kind="ks",
+            label=f"mixture projected on {direction}",
+        )
+
+
+class TargetWithoutStepNormalizer(DiffusionProcess):
+    """Wrong on purpose: the target density drops the h-dependence of its normalizing
+    constant, -(d/2) log(2 pi h) -> -(d/2) log(2 pi), as if it cancelled against the
+    speculation's (it does not: only the speculation keeps it)."""
+
+    def target_logp(self, x, k, reduced):
+        correct = super().target_logp(x, k, reduced)
+        return correct + 0.5 * self.dim * jnp.log(self.step_sizes[k])
+
+
+@pytest.mark.slow
+def test_harness_rejects_a_wrong_density(cloud_euler_categories):
+    """Here sum log h over the grid is +9: speculations are over-accepted and the output
+    drifts toward the walk frozen at f(0, 0) = E[Y], i.e. toward the central point."""
+    process = TargetWithoutStepNormalizer(CLOUD, 2, CLOUD_TIMES)
+    values, _, _ = reference.sample_many(process, jax.random.PRNGKey(14), 200)
+    result = two_sample_chisquare(nearest_point(values), cloud_euler_categories)
+    assert result.p_value < 1e-8, result
+    with pytest.raises(AssertionError, match="two-sample chi-square failed"):
+        assert_two_sample(nearest_point(values), cloud_euler_categories, threshold=THRESHOLD)
+
+
+def test_draws_do_not_depend_on_growth_rate():
+    key = jax.random.PRNGKey(17)
+    slow = reference.sample_many(CLOUD_PROCESS, key, 24, SamplerConfig(growth=0.25))
+    fast = reference.sample_many(CLOUD_PROCESS, key, 24, SamplerConfig(growth=3.0))
+    np.testing.assert_array_equal(slow[0], fast[0])
+    # not vacuous: residual batches of different sizes ran, so the rounds differ
+    assert (slow[1] != fast[1]).any()
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("sklearn") is None, reason="scikit-learn is not installed"
+)
+def test_default_grid_lands_on_digits_and_keeps_their_law():
+    """The claims of ``default_times`` (sequential chain, N = 64, t_max = 1000, 500 draws):
+    every output is a digit image up to float32 rounding, and the number of distinct images
+    hit is what uniform draws give, while the uniform grid collapses onto far fewer."""
+    denoiser = digits_point_cloud()
+    num_points, num_draws = denoiser.num_points, 500
+    keys = jax.random.split(jax.random.PRNGKey(18), num_draws)
+    # occupancy of uniform draws: mean M (1 - (1 - 1/M)^n), standard deviation ~ 6.6 here
+    load = num_draws / num_points
+    expected = num_points * (1 - (1 - 1 / num_points) ** num_draws)
+    spread = np.sqrt(num_points * np.exp(-load) * (1 - (1 + load) * np.exp(-load)))
+    distinct = {}
+    for grid_name, times in (
+        ("default", default_times(64)),
+        ("uniform", uniform_times(64, DEFAULT_T_MAX)),
+    ):
+        outputs = euler_chain(DiffusionProcess(denoiser, 64, times), keys)
+        nearest = np.asarray(jax.vmap(denoiser.nearest)(jnp.asarray(outputs)))
+        distance = np.linalg.norm(outputs - np.asarray(denoiser.points)[nearest], axis=-1)
+        assert distance.max() < 1e-5, grid_name
+        distinct[grid_name] = np.unique(nearest).size
+    assert abs(distinct["default"] - expected) < 5 * spread, (distinct, expected)
+    assert distinct["uniform"] < expected - 20 * spread, (distinct, expected)
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    from numpyro_autospec.processes import diffusion
+
+    result = doctest.testmod(diffusion, optionflags=doctest.ELLIPSIS, verbose=False)
+    assert result.attempted > 0 and result.failed == 0
