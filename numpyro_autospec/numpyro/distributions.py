@@ -1,0 +1,382 @@
+r"""NumPyro distributions that carry an oracle.
+
+An :class:`OracleDistribution` is an ordinary NumPyro distribution (``sample`` works, so
+:class:`numpyro.infer.Predictive` and prior checks work) that also knows the
+:class:`~numpyro_autospec.processes.Process` behind its sampler.
+:class:`~numpyro_autospec.numpyro.kernel.AutospecKernel` finds such sites in a model and draws
+them with the autospeculation engine (Anari et al., *Parallel Sampling via Autospeculation*,
+arXiv:2511.07869, 2025): exact draws in :math:`\tilde O(\sqrt n)` rounds instead of
+:math:`n`.
+
+* :class:`AnyOrderAR`: a law on :math:`[q]^n` given by an any-order oracle
+  ``log_marginals(x, mask) -> [n, q]`` (ALGORITHM.md, section 2a), with exact infilling of
+  observed entries.
+* :class:`StochasticLocalization`: the law of the denoised output of the Euler-Maruyama chain
+  of stochastic localization on a time grid, given a denoiser (ALGORITHM.md, section 2b).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+from numpyro.distributions import Distribution, constraints
+
+from numpyro_autospec.oracles.validation import (
+    check_oracle_signature,
+    check_permutation,
+    validate_oracle,
+)
+from numpyro_autospec.processes.any_order import AnyOrderProcess
+from numpyro_autospec.sequential import sequential_run
+
+__all__ = ["AnyOrderAR", "OracleDistribution", "StochasticLocalization"]
+
+
+def _positive_int(value, label: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{label} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+class OracleDistribution(Distribution):
+    """A distribution whose sampler is an oracle-driven process.
+
+    Subclasses implement :meth:`make_process`; ``sample`` runs the sequential sampler of that
+    process (exact, ``N`` oracle calls one after another), while
+    :class:`~numpyro_autospec.numpyro.kernel.AutospecKernel` runs the same process with the
+    autospeculation engine (same law, far fewer rounds).  Batch shape is always ``()``: put
+    several independent draws in a :class:`numpyro.plate` or use ``sample_shape``.
+    """
+
+    pytree_data_fields = ()
+    pytree_aux_fields = ()
+
+    def make_process(self, name: str):
+        """The :class:`~numpyro_autospec.processes.Process` whose output is one draw.
+
+        :param name: the site name, quoted in error messages.
+        """
+        raise NotImplementedError
+
+    def validate_oracle(self, name: str) -> None:
+        """Eagerly probe the oracle against its contract (called by ``AutospecKernel.init``
+        with ``validate=True``); raises an error naming the site."""
+
+    def dependency_probe(self) -> Array:
+        """An array computed from every parameter of the distribution (a cheap, abstract use of
+        the oracle), which lets ``AutospecKernel`` find the latent sites this site depends on."""
+        raise NotImplementedError
+
+    def _label(self) -> str:
+        return type(self).__name__
+
+    def sample(self, key: Array, sample_shape: tuple[int, ...] = ()) -> Array:
+        """Exact draws with the sequential sampler of :meth:`make_process` (one key per draw:
+        ``key`` itself for a single draw, ``jax.random.split(key, D)`` for ``D`` draws)."""
+        sample_shape = tuple(int(s) for s in sample_shape)
+        num_draws = math.prod(sample_shape)
+        process = self.make_process(self._label())
+        keys = key[None] if num_draws == 1 else jax.random.split(key, max(num_draws, 1))
+        values = sequential_run(process, keys).value
+        if num_draws == 0:
+            values = values[:0]
+        return jnp.reshape(values, sample_shape + self.event_shape)
+
+
+class AnyOrderAR(OracleDistribution):
+    r"""A law on :math:`[q]^n` defined by an any-order oracle, optionally with observed entries.
+
+    The oracle is any JAX-traceable ``log_marginals(x: int32[n], mask: bool[n]) -> float[n, q]``
+    whose row :math:`i` is :math:`\log \mu(X_i = \cdot \mid X_{\text{mask}} =
+    x_{\text{mask}})` (:mod:`numpyro_autospec.oracles`): a built-in exact oracle, a trained
+    masked network, or a plain function.  A draw fixes the free sites one at a time in a
+    uniformly random order (or in ``order``), each from its conditional given the sites fixed
+    before it:
+
+    .. math:: p(x) = \mathbb{E}_\sigma \prod_{k} \mu(x_{\sigma(k)} \mid x_{\sigma(<k)}),
+
+    which is :math:`\mu` itself for a consistent oracle.
+
+    **Infilling.**  ``observed`` and ``observed_mask`` pin entries: the distribution is then the
+    law of the whole vector given the observed entries, :math:`\mu(x_{\text{free}} \mid
+    x_{\text{obs}})`, and draws return the full vector with the observed entries in place.
+    (NumPyro's ``obs_mask`` masks *batch* dimensions, so a joint site needs its own way.)  The
+    mask must be concrete: the number of sampled steps is a static shape.  A fully observed
+    site is a plain observation: ``numpyro.sample(name, AnyOrderAR(...), obs=values)``.
+
+    **Densities.**  ``log_prob`` is exact when the law is known in closed form:
+
+    * with a fixed ``order``, :math:`\sum_k \log \mu(x_{\sigma(k)} \mid x_{\sigma(<k)})`
+      computed with the oracle (``n`` queries in one batch), for any oracle;
+    * for an oracle with an exact joint ``log_prob`` method (``TableOracle``,
+      ``CurieWeissOracle``, ``IsingChainOracle``), that joint, divided by the marginal of the
+      observed entries (chain rule with the oracle) when there are some.
+
+    Otherwise it raises :class:`NotImplementedError`: with a random order the density of an
+    inconsistent (learned) oracle is an average over :math:`n!` orders.
+
+    :param oracle: the any-order oracle.
+    :param num_positions: :math:`n`.
+    :param num_categories: :math:`q`.
+    :param observed: ``int[n]`` values, read where ``observed_mask`` is set (may be traced).
+    :param observed_mask: concrete ``bool[n]``, the observed entries.
+    :param order: a concrete permutation of ``range(n)``: fix the free sites in this order
+        instead of a uniformly random one.
+    :param validate_args: NumPyro's flag.
+
+    >>> import jax, numpy as np
+    >>> from numpyro_autospec.oracles import TableOracle
+    >>> oracle = TableOracle(np.log([[0.4, 0.1], [0.2, 0.3]]))
+    >>> d = AnyOrderAR(oracle, num_positions=2, num_categories=2)
+    >>> d.sample(jax.random.PRNGKey(0), (3,)).shape
+    (3, 2)
+    >>> round(float(np.exp(d.log_prob(np.array([0, 1])))), 3)
+    0.1
+    >>> infill = AnyOrderAR(oracle, 2, 2, observed=np.array([1, 0]),
+    ...                     observed_mask=np.array([True, False]))
+    >>> round(float(np.exp(infill.log_prob(np.array([1, 1])))), 3)  # mu(x_1 = 1 | x_0 = 1)
+    0.6
+    """
+
+    pytree_data_fields = ("observed",)
+    pytree_aux_fields = (
+        "oracle",
+        "num_positions",
+        "num_categories",
+        "_observed_mask_key",
+        "_order_key",
+    )
+
+    def __init__(
+        self,
+        oracle,
+        num_positions: int,
+        num_categories: int,
+        observed=None,
+        observed_mask=None,
+        order=None,
+        validate_args=None,
+    ):
+        n = _positive_int(num_positions, "num_positions")
+        q = _positive_int(num_categories, "num_categories")
+        for label, value in (("num_positions", n), ("num_categories", q)):
+            declared = getattr(oracle, label, None)
+            if declared is not None and int(declared) != value:
+                raise ValueError(
+                    f"AnyOrderAR: {label}={value} but the oracle {oracle!r} has {label}={declared}"
+                )
+        check_oracle_signature(oracle, n, q, name=getattr(oracle, "__name__", repr(oracle)))
+        if observed_mask is None:
+            if observed is not None:
+                raise ValueError(
+                    "AnyOrderAR: `observed` given without `observed_mask`; to observe every "
+                    "entry, use numpyro.sample(name, AnyOrderAR(...), obs=values)"
+                )
+            mask_key = None
+        else:
+            if isinstance(observed_mask, jax.core.Tracer):
+                raise ValueError(
+                    "AnyOrderAR: observed_mask must be concrete (not traced): the number of "
+                    "sampled entries is a static shape"
+                )
+            mask = np.asarray(observed_mask)
+            if mask.shape != (n,) or mask.dtype != np.bool_:
+                raise ValueError(
+                    f"AnyOrderAR: observed_mask must be a bool array of shape ({n},), got "
+                    f"{mask.dtype} {mask.shape}"
+                )
+            if observed is None:
+                raise ValueError("AnyOrderAR: `observed_mask` given without `observed`")
+            if jnp.shape(observed) != (n,):
+                raise ValueError(
+                    f"AnyOrderAR: observed must have shape ({n},), got {jnp.shape(observed)}"
+                )
+            if not jnp.issubdtype(jnp.result_type(observed), jnp.integer):
+                raise ValueError(
+                    f"AnyOrderAR: observed must have an integer dtype, got "
+                    f"{jnp.result_type(observed)}"
+                )
+            mask_key = tuple(bool(b) for b in mask)
+        if order is not None:
+            check_permutation(order, n, name="AnyOrderAR: order")
+            order = tuple(int(i) for i in np.asarray(order))
+        self.oracle = oracle
+        self.num_positions = n
+        self.num_categories = q
+        self.observed = None if observed is None else jnp.asarray(observed)
+        self._observed_mask_key = mask_key
+        self._order_key = order
+        super().__init__(batch_shape=(), event_shape=(n,), validate_args=validate_args)
+
+    # -- static structure ----------------------------------------------------------------
+    @property
+    def observed_mask(self) -> np.ndarray | None:
+        """The concrete ``bool[n]`` observed mask, or ``None``."""
+        key = self._observed_mask_key
+        return None if key is None else np.array(key, dtype=bool)
+
+    @property
+    def order(self) -> np.ndarray | None:
+        """The fixed order, or ``None`` for a uniformly random one."""
+        return None if self._order_key is None else np.array(self._order_key, np.int32)
+
+    @constraints.dependent_property(is_discrete=True, event_dim=1)
+    def support(self):
+        return constraints.independent(constraints.integer_interval(0, self.num_categories - 1), 1)
+
+    def make_process(self, name: str) -> AnyOrderProcess:
+        """The :class:`~numpyro_autospec.processes.AnyOrderProcess` of this distribution;
+        raises ``ValueError`` naming the site and index of an observed value outside
+        :math:`[0, q)`."""
+        return AnyOrderProcess(
+            self.oracle,
+            self.num_positions,
+            self.num_categories,
+            observed_values=self.observed,
+            observed_mask=self.observed_mask,
+            order=self.order,
+            name=name,
+        )
+
+    def validate_oracle(self, name: str) -> None:
+        validate_oracle(
+            self.oracle, self.num_positions, self.num_categories, name=f"oracle of site {name!r}"
+        )
+
+    def dependency_probe(self) -> Array:
+        n = self.num_positions
+        answer = self.oracle(jnp.zeros(n, jnp.int32), jnp.zeros(n, bool))
+        probe = jnp.sum(jnp.where(jnp.isfinite(answer), answer, 0.0))
+        if self.observed is not None:
+            probe = probe + jnp.sum(self.observed)
+        return probe
+
+    # -- densities -------------------------------------------------------------------------
+    def _chain_rule(self, values: Array, sites: np.ndarray, pinned: np.ndarray) -> Array:
+        r""":math:`\sum_j \log \text{oracle}(x, \text{pinned} \cup \{s_{<j}\})[s_j, x_{s_j}]`
+        for one configuration ``values: int[n]`` (one batched oracle call)."""
+        n = self.num_positions
+        if sites.size == 0:
+            return jnp.zeros((), jnp.float32)
+        rank = np.full(n, -1, np.int64)
+        rank[sites] = np.arange(sites.size)
+        before = pinned[None, :] | ((rank[None, :] >= 0) & (rank[None, :] < rank[sites, None]))
+        answers = jax.vmap(self.oracle, (None, 0))(values, jnp.asarray(before))
+        picked = answers[jnp.arange(sites.size), jnp.asarray(sites), values[jnp.asarray(sites)]]
+        return jnp.sum(picked)
+
+    def log_prob(self, value: Array) -> Array:
+        value = jnp.asarray(value)
+        n, q = self.num_positions, self.num_categories
+        mask = self.observed_mask
+        pinned = np.zeros(n, bool) if mask is None else mask
+        clipped = jnp.clip(value, 0, q - 1).astype(jnp.int32)
+        batch_shape = jnp.shape(value)[:-1]
+        flat = jnp.reshape(clipped, (-1, n))
+        if self.order is not None:
+            free_in_order = np.array([i for i in self.order if not pinned[i]], np.int64)
+            log_density = jax.vmap(lambda v: self._chain_rule(v, free_in_order, pinned))(flat)
+        elif callable(getattr(self.oracle, "log_prob", None)):
+            log_density = jnp.asarray(self.oracle.log_prob(flat))
+            if mask is not None and mask.any():
+                observed = jnp.clip(self.observed, 0, q - 1).astype(jnp.int32)
+                log_marginal = self._chain_rule(observed, np.flatnonzero(mask), np.zeros(n, bool))
+                log_density = log_density - log_marginal
+        else:
+            raise NotImplementedError(
+                f"AnyOrderAR.log_prob: the oracle {self.oracle!r} has no exact joint `log_prob` "
+                "method and no fixed `order` was given. The law of any-order sampling with a "
+                "uniformly random order is the average over all n! orders sigma of "
+                "prod_k p(x_sigma(k) | x_sigma(<k)); for an inconsistent (learned) oracle these "
+                "products differ between orders, so the density has no closed form. Options: "
+                "pass order=... (the density along one order is exact), give a consistent "
+                "oracle an exact `log_prob(x)` method, or use the ELBO-style bound "
+                "E_sigma[log prod_k p(x_sigma(k) | x_sigma(<k))] <= log p(x) estimated over "
+                "random orders. Sampling (Predictive, AutospecKernel) does not need log_prob."
+            )
+        log_density = jnp.reshape(log_density, batch_shape)
+        inside = jnp.all((value >= 0) & (value < q), axis=-1)
+        if mask is not None:
+            observed = jnp.broadcast_to(jnp.asarray(self.observed), jnp.shape(value))
+            pinned_entries = jnp.broadcast_to(jnp.asarray(mask), jnp.shape(value))
+            agrees = jnp.all(jnp.where(pinned_entries, value == observed, True), axis=-1)
+            inside = inside & agrees
+        return jnp.where(inside, log_density, -jnp.inf)
+
+
+class StochasticLocalization(OracleDistribution):
+    r"""The law of the denoised output of stochastic localization on a time grid.
+
+    Given a denoiser :math:`f(t, y) = \mathbb{E}[Y \mid tY + W_t = y]` and a grid
+    :math:`0 = t_0 < \dots < t_N`, a draw runs the Euler-Maruyama chain
+    :math:`y_{k+1} = y_k + h_k f(t_k, y_k) + \sqrt{h_k}\,\xi_k` from :math:`y_0 = 0` and returns
+    :math:`f(t_N, y_N)` (ALGORITHM.md, section 2b;
+    :class:`~numpyro_autospec.processes.diffusion.DiffusionProcess`).  As the grid refines and
+    :math:`t_N \to \infty` this law tends to the law of :math:`Y`; autospeculation samples the
+    chain on the given grid exactly.
+
+    ``log_prob`` raises :class:`NotImplementedError`: the output is the image of a Gaussian
+    path under the nonlinear denoiser, a law without a tractable density (for a finite point
+    cloud it is not even absolutely continuous in the limit).
+
+    :param denoiser: JAX-traceable ``(t: float32[], y: float32[d]) -> float32[d]``.
+    :param dim: :math:`d`.
+    :param times: concrete, strictly increasing grid starting at 0.
+    :param validate_args: NumPyro's flag.
+
+    >>> import jax, jax.numpy as jnp
+    >>> from numpyro_autospec.denoisers import PointCloudDenoiser
+    >>> from numpyro_autospec.processes.diffusion import uniform_times
+    >>> points = jnp.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    >>> denoiser = PointCloudDenoiser(points)
+    >>> d = StochasticLocalization(denoiser, dim=2, times=uniform_times(32, 100.0))
+    >>> d.sample(jax.random.PRNGKey(0), (4,)).shape
+    (4, 2)
+    """
+
+    pytree_aux_fields = ("denoiser", "dim", "_times_key")
+
+    def __init__(self, denoiser, dim: int, times, validate_args=None):
+        from numpyro_autospec.denoisers.validation import check_time_grid
+
+        d = _positive_int(dim, "dim")
+        grid = check_time_grid(times, name="StochasticLocalization: times")
+        self.denoiser = denoiser
+        self.dim = d
+        self._times_key = tuple(float(t) for t in grid)
+        self.make_process("StochasticLocalization")  # checks the denoiser's signature
+        super().__init__(batch_shape=(), event_shape=(d,), validate_args=validate_args)
+
+    @property
+    def times(self) -> np.ndarray:
+        """The time grid, float32 ``[N + 1]``."""
+        return np.array(self._times_key, np.float32)
+
+    support = constraints.real_vector
+
+    def make_process(self, name: str):
+        """The :class:`~numpyro_autospec.processes.diffusion.DiffusionProcess` on the grid."""
+        from numpyro_autospec.processes.diffusion import DiffusionProcess
+
+        return DiffusionProcess(self.denoiser, self.dim, self.times, name=name)
+
+    def validate_oracle(self, name: str) -> None:
+        from numpyro_autospec.denoisers.validation import validate_denoiser
+
+        validate_denoiser(self.denoiser, self.dim, self.times, name=f"denoiser of site {name!r}")
+
+    def dependency_probe(self) -> Array:
+        return jnp.sum(self.denoiser(jnp.float32(self.times[-1]), jnp.zeros(self.dim)))
+
+    def log_prob(self, value: Array) -> Array:
+        raise NotImplementedError(
+            "StochasticLocalization.log_prob: the law of the denoised output f(t_N, y_N) of the "
+            "Euler-Maruyama chain is the image of a Gaussian path under the nonlinear denoiser "
+            "and has no tractable density (for a point-cloud target it concentrates on a "
+            "lower-dimensional set). Sampling (Predictive, AutospecKernel) does not need it; "
+            "to score data, use a likelihood bound of the diffusion model (an ELBO) instead."
+        )

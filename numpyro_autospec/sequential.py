@@ -1,0 +1,82 @@
+r"""The sequential sampler of any process, as one compiled loop.
+
+Step :math:`k = 0, \dots, N-1` queries the oracle on the prefix and draws step :math:`k` from
+the target conditional, one round and one query per step (ALGORITHM.md, section 1: the
+baseline that autospeculation speeds up).  The draws are those of
+``numpyro_autospec.reference.sample(process, key, SamplerConfig(method="sequential"))``, key
+for key:
+
+* ``k_init, k_run = jax.random.split(key)``; ``x = process.init(k_init)``;
+* the whole sequence is one root block with key ``fold_in(k_run, 0)``, and step ``k`` uses
+  ``fold_in(fold_in(k_run, 0), k)``;
+* processes with ``final_query`` (diffusion) query once more after the last step.
+
+It is what :class:`~numpyro_autospec.numpyro.distributions.AnyOrderAR` and
+:class:`~numpyro_autospec.numpyro.distributions.StochasticLocalization` use for ``sample``
+(prior predictive checks, :class:`numpyro.infer.Predictive`), and what
+``AutospecKernel(model, method="sequential")`` runs.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import Array
+
+from numpyro_autospec.engine import Samples
+
+__all__ = ["sequential_run", "sequential_draw"]
+
+
+def sequential_draw(process, key: Array):
+    """One sequential draw: ``(value, rounds, queries)`` with ``rounds = queries = N`` (plus
+    one for the final query of processes that need it).
+
+    :param process: a :class:`~numpyro_autospec.processes.Process`.
+    :param key: one PRNG key (raw ``uint32[2]`` or typed).
+    """
+    num_steps = int(process.num_steps)
+    k_init, k_run = jax.random.split(key)
+    block_key = jax.random.fold_in(k_run, 0)  # the reference's root block 0
+    x = process.init(k_init)
+
+    def step(k, x):
+        answer = process.query(x, k)
+        reduced = process.reduce(x, k, answer)
+        return process.target_sample(jax.random.fold_in(block_key, k), x, k, reduced)
+
+    x = jax.lax.fori_loop(0, num_steps, step, x)
+    final = process.query(x, num_steps) if process.final_query else None
+    cost = jnp.asarray(num_steps + int(bool(process.final_query)), jnp.int32)
+    return process.output(x, final), cost, cost
+
+
+def sequential_run(process, keys: Array) -> Samples:
+    r"""Draw ``len(keys)`` samples from ``process`` with the sequential sampler.
+
+    Same signature and semantics as :func:`numpyro_autospec.engine.run` with
+    ``SamplerConfig(method="sequential")``: draw ``i`` equals
+    ``reference.sample(process, keys[i], SamplerConfig(method="sequential")).value``.  Pure
+    JAX (``jit``/``vmap``-able; ``process`` is static).
+
+    :param process: a :class:`~numpyro_autospec.processes.Process`.
+    :param keys: PRNG keys of shape ``[D]`` (typed) or ``[D, 2]`` (raw ``uint32``).
+    :returns: :class:`~numpyro_autospec.engine.Samples` with leading axis ``D``.
+
+    Example
+    -------
+    >>> import jax
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(8, beta=1.0), 8, 2)
+    >>> samples = sequential_run(process, jax.random.split(jax.random.PRNGKey(0), 3))
+    >>> samples.value.shape, samples.rounds.tolist()
+    ((3, 8), [8, 8, 8])
+    """
+    keys = jnp.asarray(keys)
+    if jax.dtypes.issubdtype(keys.dtype, jax.dtypes.prng_key):
+        keys = jax.random.key_data(keys)
+    if keys.ndim != 2:
+        raise ValueError(f"keys must be a batch of PRNG keys of shape [D, 2], got {keys.shape}")
+    value, rounds, queries = jax.vmap(lambda key: sequential_draw(process, key))(keys)
+    return Samples(value, rounds, queries)

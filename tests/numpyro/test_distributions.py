@@ -1,0 +1,225 @@
+"""AnyOrderAR and StochasticLocalization as NumPyro distributions: sampling (exact, sequential,
+jit-able, Predictive), exact densities where they exist, clear errors where they do not."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import pytest
+from numpyro.infer import Predictive
+
+from numpyro_autospec import AnyOrderAR, StochasticLocalization
+from numpyro_autospec.oracles import (
+    CurieWeissOracle,
+    HopfieldOracle,
+    IsingChainOracle,
+    PerturbedOracle,
+    TableOracle,
+)
+from numpyro_autospec.processes import AnyOrderProcess
+from numpyro_autospec.sequential import sequential_run
+from tests.gof import assert_gof, encode_configurations
+
+N, Q = 4, 3
+
+
+def random_table(seed, n=N, q=Q, concentration=0.6):
+    rng = np.random.default_rng(seed)
+    return TableOracle(np.log(rng.dirichlet(np.full(q**n, concentration))).reshape((q,) * n))
+
+
+def all_configurations(n=N, q=Q):
+    return np.stack(np.meshgrid(*[np.arange(q)] * n, indexing="ij"), -1).reshape(-1, n)
+
+
+# ---------------------------------------------------------------------------------- sample
+def test_sample_shape_dtype_and_sequential_draws():
+    oracle = random_table(0)
+    d = AnyOrderAR(oracle, N, Q)
+    assert d.event_shape == (N,) and d.batch_shape == ()
+    assert d.support.is_discrete and d.support.event_dim == 1
+    key = jax.random.PRNGKey(0)
+    one = d.sample(key)
+    assert one.shape == (N,) and one.dtype == jnp.int32
+    many = jax.jit(lambda k: d.sample(k, (2, 3)))(key)
+    assert many.shape == (2, 3, N)
+    # one key per draw: the key itself for one draw, split(key, D) for D draws
+    process = AnyOrderProcess(oracle, N, Q)
+    np.testing.assert_array_equal(one, sequential_run(process, key[None]).value[0])
+    expected = sequential_run(process, jax.random.split(key, 6)).value.reshape(2, 3, N)
+    np.testing.assert_array_equal(many, expected)
+    assert d.sample(key, (0,)).shape == (0, N)
+
+
+def test_sample_is_exact_on_a_table():
+    """20 000 sequential draws, chi-square over the 81 cells (p > 1e-4)."""
+    oracle = random_table(1)
+    x = np.asarray(AnyOrderAR(oracle, N, Q).sample(jax.random.PRNGKey(1), (20_000,)))
+    assert_gof(encode_configurations(x, Q), np.exp(oracle.log_probs).ravel(), label="sample")
+
+
+def test_infilling_sample_keeps_observed_entries_and_is_exact():
+    oracle = random_table(2)
+    observed, mask = np.array([0, 2, 0, 1]), np.array([False, True, False, True])
+    d = AnyOrderAR(oracle, N, Q, observed=observed, observed_mask=mask)
+    x = np.asarray(d.sample(jax.random.PRNGKey(2), (20_000,)))
+    assert (x[:, mask] == observed[mask]).all()
+    expected = np.exp(oracle.conditional_log_probs(observed, mask)).ravel()
+    assert_gof(encode_configurations(x, Q), expected, label="infilling")
+
+
+def test_predictive_prior_check():
+    oracle = CurieWeissOracle(12, beta=1.0)
+
+    def model():
+        x = numpyro.sample("x", AnyOrderAR(oracle, 12, 2))
+        numpyro.deterministic("ups", x.sum())
+
+    prior = Predictive(model, num_samples=50)(jax.random.PRNGKey(3))
+    assert prior["x"].shape == (50, 12)
+    np.testing.assert_array_equal(prior["ups"], prior["x"].sum(-1))
+
+
+def test_plain_function_oracle():
+    logits = jnp.log(jnp.array([0.2, 0.3, 0.5]))
+
+    def independent(x, mask):  # a product law: every row is the same
+        return jnp.broadcast_to(logits, (5, 3))
+
+    d = AnyOrderAR(independent, num_positions=5, num_categories=3)
+    assert d.sample(jax.random.PRNGKey(4), (7,)).shape == (7, 5)
+    with pytest.raises(NotImplementedError, match="order"):
+        d.log_prob(jnp.zeros(5, jnp.int32))
+
+
+def test_pytree_round_trip():
+    d = AnyOrderAR(
+        random_table(0),
+        N,
+        Q,
+        observed=np.array([1, 0, 0, 0]),
+        observed_mask=np.eye(N, dtype=bool)[0],
+    )
+    leaves, treedef = jax.tree.flatten(d)
+    again = jax.tree.unflatten(treedef, leaves)
+    assert again.oracle is d.oracle
+    np.testing.assert_array_equal(again.observed_mask, d.observed_mask)
+    np.testing.assert_array_equal(again.observed, d.observed)
+
+
+# ---------------------------------------------------------------------------------- log_prob
+def test_log_prob_equals_the_table():
+    oracle = random_table(3)
+    configurations = all_configurations()
+    log_p = AnyOrderAR(oracle, N, Q).log_prob(configurations)
+    np.testing.assert_allclose(log_p, oracle.log_probs.ravel(), rtol=1e-5, atol=1e-5)
+    outside = AnyOrderAR(oracle, N, Q).log_prob(jnp.array([[0, 3, 0, 0], [0, -1, 0, 0]]))
+    assert np.all(np.isneginf(outside))
+
+
+def test_conditional_log_prob_with_observed_entries():
+    oracle = random_table(4)
+    observed, mask = np.array([2, 0, 1, 0]), np.array([True, False, True, False])
+    d = AnyOrderAR(oracle, N, Q, observed=observed, observed_mask=mask)
+    log_p = np.asarray(d.log_prob(all_configurations()))
+    expected = oracle.conditional_log_probs(observed, mask).ravel()
+    finite = np.isfinite(expected)
+    np.testing.assert_array_equal(np.isfinite(log_p), finite)
+    np.testing.assert_allclose(log_p[finite], expected[finite], atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "oracle",
+    [CurieWeissOracle(6, beta=1.3, h=0.2), IsingChainOracle.uniform(6, coupling=0.7, field=0.1)],
+    ids=["curie-weiss", "ising-chain"],
+)
+def test_conditional_log_prob_normalizes_for_structured_oracles(oracle):
+    observed, mask = np.array([1, 0, 0, 1, 0, 0]), np.array([1, 0, 0, 1, 0, 1], bool)
+    d = AnyOrderAR(oracle, 6, 2, observed=observed, observed_mask=mask)
+    log_p = np.asarray(d.log_prob(all_configurations(6, 2)), np.float64)
+    assert abs(np.logaddexp.reduce(log_p) - 0.0) < 1e-4
+    assert np.all(np.isneginf(log_p[(all_configurations(6, 2)[:, mask] != observed[mask]).any(1)]))
+
+
+def test_fixed_order_log_prob_is_exact_for_an_inconsistent_oracle():
+    oracle = PerturbedOracle(random_table(5), 0.7, jax.random.PRNGKey(0))
+    order = np.array([2, 0, 3, 1])
+    observed, mask = np.array([0, 1, 0, 0]), np.array([False, True, False, False])
+    d = AnyOrderAR(oracle, N, Q, observed=observed, observed_mask=mask, order=order)
+    log_p = np.asarray(d.log_prob(all_configurations()))
+    expected = oracle.sequential_log_probs(order, observed, mask).ravel()
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(log_p[finite], expected[finite], atol=1e-4)
+    assert np.all(np.isneginf(log_p[~finite]))
+
+
+def test_log_prob_without_an_exact_joint_explains_why():
+    oracle = HopfieldOracle.random(jax.random.PRNGKey(0), 8, 2, beta=1.0)
+    with pytest.raises(NotImplementedError, match=r"n! orders.*ELBO"):
+        AnyOrderAR(oracle, 8, 2).log_prob(jnp.zeros(8, jnp.int32))
+
+
+# ---------------------------------------------------------------------------------- errors
+def test_constructor_errors():
+    oracle = random_table(0)
+    with pytest.raises(ValueError, match="num_positions=5 but the oracle"):
+        AnyOrderAR(oracle, 5, Q)
+    with pytest.raises(ValueError, match="without `observed_mask`.*obs=values"):
+        AnyOrderAR(oracle, N, Q, observed=np.zeros(N, int))
+    with pytest.raises(ValueError, match="without `observed`"):
+        AnyOrderAR(oracle, N, Q, observed_mask=np.ones(N, bool))
+    with pytest.raises(ValueError, match="bool array of shape"):
+        AnyOrderAR(oracle, N, Q, observed=np.zeros(N, int), observed_mask=np.ones(3, bool))
+    with pytest.raises(ValueError, match="integer dtype"):
+        AnyOrderAR(oracle, N, Q, observed=np.zeros(N), observed_mask=np.ones(N, bool))
+    with pytest.raises(ValueError, match="not a permutation"):
+        AnyOrderAR(oracle, N, Q, order=np.array([0, 0, 1, 2]))
+    with pytest.raises(ValueError, match="must be concrete"):
+        jax.jit(lambda m: AnyOrderAR(oracle, N, Q, observed=jnp.zeros(N, int), observed_mask=m))(
+            jnp.ones(N, bool)
+        )
+    with pytest.raises(ValueError, match="shape"):
+        AnyOrderAR(lambda x, mask: jnp.zeros((N, 2)), N, Q)  # wrong oracle output shape
+
+
+def test_observed_value_outside_the_support_names_site_index_and_value():
+    d = AnyOrderAR(
+        random_table(0), N, Q, observed=np.array([0, 5, 0, 0]), observed_mask=np.ones(N, bool)
+    )
+    with pytest.raises(ValueError, match=r"site 'x': value 5 at index 1 is outside"):
+        d.make_process("x")
+
+
+def test_traced_observed_values_are_allowed():
+    oracle = random_table(6)
+    mask = np.array([True, False, False, False])
+
+    @jax.jit
+    def draw(value, key):
+        return AnyOrderAR(oracle, N, Q, observed=value, observed_mask=mask).sample(key)
+
+    x = draw(jnp.array([2, 0, 0, 0]), jax.random.PRNGKey(0))
+    assert int(x[0]) == 2
+
+
+# --------------------------------------------------------------------------- diffusion
+def test_stochastic_localization():
+    diffusion = pytest.importorskip("numpyro_autospec.processes.diffusion")
+    from numpyro_autospec.denoisers import PointCloudDenoiser
+
+    points = jnp.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    times = diffusion.uniform_times(16, 50.0)
+    d = StochasticLocalization(PointCloudDenoiser(points), dim=2, times=times)
+    assert d.event_shape == (2,) and d.batch_shape == ()
+    key = jax.random.PRNGKey(0)
+    y = d.sample(key, (5,))
+    assert y.shape == (5, 2)
+    process = diffusion.DiffusionProcess(PointCloudDenoiser(points), 2, times)
+    np.testing.assert_allclose(
+        y, sequential_run(process, jax.random.split(key, 5)).value, atol=1e-6
+    )
+    np.testing.assert_allclose(d.times, times)
+    with pytest.raises(NotImplementedError, match="no tractable density"):
+        d.log_prob(y)
+    with pytest.raises(Exception, match="times"):
+        StochasticLocalization(PointCloudDenoiser(points), dim=2, times=np.array([0.0, 1.0, 0.5]))

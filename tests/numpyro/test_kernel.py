@@ -1,0 +1,311 @@
+"""AutospecKernel: exact draws through NumPyro's MCMC driver, every chain method, the models it
+refuses (with the site named), and a wrong sampler caught by the same goodness-of-fit test.
+
+Exactness is shown at two levels: draw for draw (the kernel's draws are the engine's draws for
+the keys NumPyro hands the site, so every guarantee of tests/engine carries over), and by
+chi-square goodness of fit of >= 20 000 draws taken through ``MCMC`` against the exact table
+and the exact infilling conditional (p > 1e-4, fixed seeds).
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from numpyro import handlers
+from numpyro.infer import MCMC
+
+from numpyro_autospec import AnyOrderAR, AutospecKernel, SamplerConfig
+from numpyro_autospec.engine import run
+from numpyro_autospec.numpyro import UnsupportedModelError, draw_model, inspect_model
+from numpyro_autospec.oracles import CurieWeissOracle, PerturbedOracle, TableOracle
+from numpyro_autospec.processes import AnyOrderProcess
+from tests.gof import assert_gof, chisquare_gof, encode_configurations
+
+N, Q = 4, 3
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def random_table(seed, n=N, q=Q, concentration=0.6):
+    rng = np.random.default_rng(seed)
+    return TableOracle(np.log(rng.dirichlet(np.full(q**n, concentration))).reshape((q,) * n))
+
+
+TABLE = random_table(0)
+
+
+def table_model():
+    numpyro.sample("x", AnyOrderAR(TABLE, N, Q))
+
+
+def run_mcmc(kernel, num_samples, *, num_chains=1, chain_method="sequential", seed=0, **kw):
+    mcmc = MCMC(
+        kernel,
+        num_warmup=kw.pop("num_warmup", 0),
+        num_samples=num_samples,
+        num_chains=num_chains,
+        chain_method=chain_method,
+        progress_bar=False,
+    )
+    mcmc.run(jax.random.PRNGKey(seed), **kw)
+    return mcmc
+
+
+def site_keys(rng_key, num_chains, num_samples):
+    """The key of the model's first sample site at each iteration of each chain: MCMC splits
+    the run key per chain, the kernel splits its state key per draw, ``handlers.seed`` gives
+    the first site ``split(draw_key)[1]`` (the same as ``numpyro.prng_key()``)."""
+    chain_keys = jax.random.split(rng_key, num_chains) if num_chains > 1 else [rng_key]
+    keys = []
+    for key in chain_keys:
+        for _ in range(num_samples):
+            key, draw_key = jax.random.split(key)
+            keys.append(handlers.seed(numpyro.prng_key, draw_key)())
+    return jnp.stack(keys)
+
+
+@pytest.fixture(scope="module")
+def engine_expected():
+    """Engine draws for 2 chains x 12 iterations of ``table_model`` with run key 0."""
+    keys = site_keys(jax.random.PRNGKey(0), 2, 12)
+    value = run(AnyOrderProcess(TABLE, N, Q), keys).value
+    return np.asarray(value).reshape(2, 12, N)
+
+
+# ----------------------------------------------------------------------------- exactness
+@pytest.mark.parametrize("chain_method", ["sequential", "vectorized"])
+def test_draws_are_the_engine_draws(engine_expected, chain_method):
+    mcmc = run_mcmc(AutospecKernel(table_model), 12, num_chains=2, chain_method=chain_method)
+    x = np.asarray(mcmc.get_samples(group_by_chain=True)["x"])
+    np.testing.assert_array_equal(x, engine_expected)
+    rounds = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["rounds"])
+    assert rounds.shape == (2, 12) and (rounds >= 1).all()
+
+
+def test_parallel_chains_on_two_devices(engine_expected, tmp_path):
+    """chain_method="parallel" with two host devices (pmap), in a subprocess."""
+    script = textwrap.dedent(
+        f"""
+        import numpy as np, jax, numpyro
+        from numpyro.infer import MCMC
+        from numpyro_autospec import AnyOrderAR, AutospecKernel
+        from tests.numpyro.test_kernel import TABLE, N, Q
+        assert jax.local_device_count() == 2
+        def table_model():
+            numpyro.sample("x", AnyOrderAR(TABLE, N, Q))
+        mcmc = MCMC(AutospecKernel(table_model), num_warmup=0, num_samples=12, num_chains=2,
+                    chain_method="parallel", progress_bar=False)
+        mcmc.run(jax.random.PRNGKey(0))
+        np.save({str(tmp_path / "x.npy")!r}, np.asarray(mcmc.get_samples(group_by_chain=True)["x"]))
+        """
+    )
+    env = dict(
+        os.environ,
+        XLA_FLAGS="--xla_force_host_platform_device_count=2",
+        JAX_PLATFORMS="cpu",
+        PYTHONPATH=ROOT,
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    np.testing.assert_array_equal(np.load(tmp_path / "x.npy"), engine_expected)
+
+
+@pytest.mark.slow
+def test_exact_on_a_table_through_mcmc():
+    """20 000 draws (4 iterations x a plate of 5000, one engine pool per iteration), chi-square
+    over the 81 cells: detects an absolute error of about 0.01 in a cell of probability 0.05."""
+
+    def model():
+        with numpyro.plate("draws", 5000):
+            numpyro.sample("x", AnyOrderAR(TABLE, N, Q))
+
+    mcmc = run_mcmc(AutospecKernel(model), 4)
+    x = np.asarray(mcmc.get_samples()["x"]).reshape(-1, N)
+    assert x.shape == (20_000, N)
+    assert_gof(encode_configurations(x, Q), np.exp(TABLE.log_probs).ravel(), label="kernel")
+
+
+@pytest.mark.slow
+def test_infilling_is_exact_through_mcmc():
+    """20 000 draws with sites 1 and 3 pinned, against TableOracle.conditional_log_probs."""
+    observed, mask = np.array([0, 2, 0, 1]), np.array([False, True, False, True])
+
+    def model():
+        with numpyro.plate("draws", 5000):
+            numpyro.sample("x", AnyOrderAR(TABLE, N, Q, observed=observed, observed_mask=mask))
+
+    mcmc = run_mcmc(AutospecKernel(model), 4, seed=1)
+    x = np.asarray(mcmc.get_samples()["x"]).reshape(-1, N)
+    assert (x[:, mask] == observed[mask]).all()
+    expected = np.exp(TABLE.conditional_log_probs(observed, mask)).ravel()
+    assert_gof(encode_configurations(x, Q), expected, label="infilling")
+
+
+def test_a_wrong_sampler_fails_the_same_test():
+    """A kernel whose oracle is biased (the table's conditionals perturbed, scale 0.3) against
+    the exact table: the chi-square test of the two tests above rejects it."""
+    biased = PerturbedOracle(TABLE, 0.3, jax.random.PRNGKey(1))
+
+    def model():
+        with numpyro.plate("draws", 20_000):
+            numpyro.sample("x", AnyOrderAR(biased, N, Q))
+
+    mcmc = run_mcmc(AutospecKernel(model, method="sequential"), 1)
+    x = np.asarray(mcmc.get_samples()["x"]).reshape(-1, N)
+    result = chisquare_gof(encode_configurations(x, Q), np.exp(TABLE.log_probs).ravel())
+    assert result.p_value <= 1e-4
+
+
+# ------------------------------------------------------------------- model shapes accepted
+@pytest.mark.parametrize("chain_method", ["sequential", "vectorized", "parallel"])
+def test_chain_methods_and_sequential_method(chain_method):
+    def model():
+        x = numpyro.sample("x", AnyOrderAR(CurieWeissOracle(10, beta=1.0), 10, 2))
+        numpyro.deterministic("ups", x.sum())
+
+    kernel = AutospecKernel(model, method="sequential")
+    mcmc = run_mcmc(kernel, 30, num_chains=2, chain_method=chain_method, num_warmup=5)
+    samples = mcmc.get_samples(group_by_chain=True)
+    assert samples["x"].shape == (2, 30, 10)
+    np.testing.assert_array_equal(samples["ups"], samples["x"].sum(-1))
+    assert not np.array_equal(samples["x"][0], samples["x"][1])  # independent chains
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    assert (extra["rounds"] == 10).all() and (extra["queries"] == 10).all()
+
+
+def test_plain_function_oracle_with_latent_parameters():
+    """The oracle closes over an earlier latent site; the process is rebuilt inside each draw.
+    Given theta, the sites are iid Bernoulli(sigmoid(theta)): the residual of the site mean
+    has mean 0 and variance p(1 - p)/n (z-test over 300 draws)."""
+    n = 6
+
+    def model():
+        theta = numpyro.sample("theta", dist.Normal(0.0, 1.5))
+
+        def oracle(x, mask):
+            row = jnp.stack([jax.nn.log_sigmoid(-theta), jax.nn.log_sigmoid(theta)])
+            return jnp.broadcast_to(row, (n, 2))
+
+        numpyro.sample("x", AnyOrderAR(oracle, num_positions=n, num_categories=2))
+
+    assert inspect_model(model).oracle_parents == {"x": ("theta",)}
+    mcmc = run_mcmc(AutospecKernel(model), 300)
+    samples = mcmc.get_samples()
+    p = jax.nn.sigmoid(samples["theta"])
+    z = (samples["x"].mean(-1) - p) / jnp.sqrt(p * (1 - p) / n)
+    assert abs(float(z.mean()) * np.sqrt(300)) < 4
+    assert float(jnp.corrcoef(samples["theta"], samples["x"].mean(-1))[0, 1]) > 0.5
+
+
+def test_forward_sampled_sites_observations_without_latent_parents_and_obs_oracle_sites():
+    def model(data):
+        scale = numpyro.sample("scale", dist.HalfNormal(1.0))
+        numpyro.sample("noise", dist.Normal(0.0, 1.0), obs=data)  # no latent parent: fine
+        numpyro.sample("known", AnyOrderAR(TABLE, N, Q), obs=jnp.array([0, 1, 2, 0]))
+        x = numpyro.sample("x", AnyOrderAR(TABLE, N, Q))
+        numpyro.sample("y", dist.Normal(x.sum() * scale, 1.0))  # latent child: forward
+        numpyro.deterministic("twice", 2 * x)
+
+    inspection = inspect_model(model, (jnp.zeros(3),))
+    assert inspection.oracle_sites == ("x",)
+    assert inspection.latent_sites == ("scale", "y")
+    assert inspection.observed_sites == ("noise", "known")
+    mcmc = run_mcmc(AutospecKernel(model, method="sequential"), 20, data=jnp.zeros(3))
+    samples = mcmc.get_samples()
+    assert set(samples) == {"scale", "x", "y", "twice"}
+    np.testing.assert_array_equal(samples["twice"], 2 * samples["x"])
+
+
+def test_draw_model_is_a_pure_function():
+    config = SamplerConfig(method="sequential")
+    draw = jax.jit(lambda key: draw_model(table_model, key, config=config))(jax.random.PRNGKey(3))
+    assert draw.z["x"].shape == (N,) and int(draw.rounds) == N
+
+
+def test_method_and_config():
+    assert AutospecKernel(table_model).config.method == "autospec"
+    assert AutospecKernel(table_model, method="assd").config.method == "assd"
+    config = SamplerConfig(method="block", block_size=2)
+    assert AutospecKernel(table_model, config=config).config == config
+    with pytest.raises(ValueError, match="method must be one of"):
+        AutospecKernel(table_model, method="gibbs")
+
+
+# ----------------------------------------------------------------------------- refusals
+def _init(model, *args):
+    AutospecKernel(model).init(jax.random.PRNGKey(0), 0, None, args, {})
+
+
+def test_refuses_latent_site_with_observed_descendant():
+    def model(y):
+        mu = numpyro.sample("mu", dist.Normal())
+        numpyro.sample("x", AnyOrderAR(TABLE, N, Q))
+        numpyro.sample("obs", dist.Normal(mu, 1.0), obs=y)
+
+    with pytest.raises(UnsupportedModelError, match=r"'obs' depends on the latent site 'mu'.*NUTS"):
+        _init(model, jnp.ones(3))
+
+
+def test_refuses_oracle_site_with_observed_descendant():
+    def model():
+        x = numpyro.sample("x", AnyOrderAR(TABLE, N, Q))
+        numpyro.sample("y", dist.Normal(x.sum(), 1.0), obs=2.0)
+
+    with pytest.raises(
+        UnsupportedModelError, match=r"'y' depends on the oracle site 'x'.*observed_mask"
+    ):
+        _init(model)
+
+
+def test_refuses_factor_on_latent_sites():
+    def model():
+        x = numpyro.sample("x", AnyOrderAR(TABLE, N, Q))
+        numpyro.factor("penalty", -x.sum())
+
+    with pytest.raises(UnsupportedModelError, match=r"'penalty' depends on the oracle site 'x'"):
+        _init(model)
+
+
+def test_refuses_enumerated_sites():
+    def model():
+        numpyro.sample("z", dist.Categorical(jnp.ones(3) / 3), infer={"enumerate": "parallel"})
+        numpyro.sample("x", AnyOrderAR(TABLE, N, Q))
+
+    with pytest.raises(UnsupportedModelError, match=r"site 'z' is marked for enumeration"):
+        _init(model)
+
+
+def test_observed_values_outside_the_support_name_the_site():
+    def infilling():
+        numpyro.sample(
+            "x",
+            AnyOrderAR(
+                TABLE, N, Q, observed=np.array([0, 7, 0, 0]), observed_mask=np.ones(N, bool)
+            ),
+        )
+
+    with pytest.raises(ValueError, match=r"site 'x': value 7 at index 1 is outside the support"):
+        _init(infilling)
+
+    def observed():
+        numpyro.sample("seen", AnyOrderAR(TABLE, N, Q), obs=np.array([0, 1, 3, 0]))
+
+    with pytest.raises(ValueError, match=r"site 'seen': value 3 at index 2 is outside the support"):
+        _init(observed)
+
+
+def test_validate_probes_the_oracle():
+    def model():
+        numpyro.sample("x", AnyOrderAR(lambda x, mask: jnp.zeros((3, 2)), 3, 2))
+
+    with pytest.raises(ValueError, match=r"oracle of site 'x'.*not normalized"):
+        _init(model)
+    AutospecKernel(model, validate=False).init(jax.random.PRNGKey(0), 0, None, (), {})
