@@ -152,7 +152,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="figures", help="directory for the figure")
     parser.add_argument("--skip-sequential", action="store_true", help="no sequential run")
-    parser.add_argument("--progress-bar", action="store_true")
+    parser.add_argument(
+        "--no-progress-bar", dest="progress_bar", action="store_false", help="quiet run"
+    )
     return parser.parse_args(argv)
 
 

@@ -1,8 +1,9 @@
 """AutospecKernel: exact draws through NumPyro's MCMC driver, every chain method, the models it
 refuses (with the site named), and a wrong sampler caught by the same goodness-of-fit test.
 
-Exactness is shown at two levels: draw for draw (the kernel's draws are the engine's draws for
-the keys NumPyro hands the site, so every guarantee of tests/engine carries over), and by
+Exactness is shown at two levels: draw for draw (the kernel's draws and rounds are those of the
+reference sampler, the executable specification, for the keys NumPyro hands the site; the
+engine equals the reference in tests/engine), and by
 chi-square goodness of fit of >= 20 000 draws taken through ``MCMC`` against the exact table
 and the exact infilling conditional (p > 1e-4, fixed seeds).
 """
@@ -21,8 +22,13 @@ import pytest
 from numpyro import handlers
 from numpyro.infer import MCMC
 
-from numpyro_autospec import AnyOrderAR, AutospecKernel, SamplerConfig
-from numpyro_autospec.engine import run
+from numpyro_autospec import (
+    AnyOrderAR,
+    AutospecKernel,
+    SamplerConfig,
+    StochasticLocalization,
+    reference,
+)
 from numpyro_autospec.numpyro import UnsupportedModelError, draw_model, inspect_model
 from numpyro_autospec.oracles import CurieWeissOracle, PerturbedOracle, TableOracle
 from numpyro_autospec.processes import AnyOrderProcess
@@ -45,13 +51,15 @@ def table_model():
 
 
 def run_mcmc(kernel, num_samples, *, num_chains=1, chain_method="sequential", seed=0, **kw):
+    # with progress_bar=False NumPyro compiles the sampler once per chain of a "sequential"
+    # run (a fresh jitted closure per chain); with the bar it compiles once
     mcmc = MCMC(
         kernel,
         num_warmup=kw.pop("num_warmup", 0),
         num_samples=num_samples,
         num_chains=num_chains,
         chain_method=chain_method,
-        progress_bar=False,
+        progress_bar=num_chains > 1 and chain_method != "vectorized",
     )
     mcmc.run(jax.random.PRNGKey(seed), **kw)
     return mcmc
@@ -71,24 +79,26 @@ def site_keys(rng_key, num_chains, num_samples):
 
 
 @pytest.fixture(scope="module")
-def engine_expected():
-    """Engine draws for 2 chains x 12 iterations of ``table_model`` with run key 0."""
-    keys = site_keys(jax.random.PRNGKey(0), 2, 12)
-    value = run(AnyOrderProcess(TABLE, N, Q), keys).value
-    return np.asarray(value).reshape(2, 12, N)
+def reference_expected():
+    """Reference-sampler draws and rounds for 2 chains x 12 iterations of ``table_model`` with
+    run key 0 (the engine equals the reference draw for draw, tests/engine)."""
+    process = AnyOrderProcess(TABLE, N, Q)
+    draws = [reference.sample(process, key) for key in site_keys(jax.random.PRNGKey(0), 2, 12)]
+    value = np.stack([np.asarray(draw.value) for draw in draws]).reshape(2, 12, N)
+    return value, np.array([draw.rounds for draw in draws]).reshape(2, 12)
 
 
 # ----------------------------------------------------------------------------- exactness
 @pytest.mark.parametrize("chain_method", ["sequential", "vectorized"])
-def test_draws_are_the_engine_draws(engine_expected, chain_method):
+def test_draws_are_the_reference_draws(reference_expected, chain_method):
     mcmc = run_mcmc(AutospecKernel(table_model), 12, num_chains=2, chain_method=chain_method)
     x = np.asarray(mcmc.get_samples(group_by_chain=True)["x"])
-    np.testing.assert_array_equal(x, engine_expected)
+    np.testing.assert_array_equal(x, reference_expected[0])
     rounds = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["rounds"])
-    assert rounds.shape == (2, 12) and (rounds >= 1).all()
+    np.testing.assert_array_equal(rounds, reference_expected[1])
 
 
-def test_parallel_chains_on_two_devices(engine_expected, tmp_path):
+def test_parallel_chains_on_two_devices(reference_expected, tmp_path):
     """chain_method="parallel" with two host devices (pmap), in a subprocess."""
     script = textwrap.dedent(
         f"""
@@ -115,7 +125,7 @@ def test_parallel_chains_on_two_devices(engine_expected, tmp_path):
         [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    np.testing.assert_array_equal(np.load(tmp_path / "x.npy"), engine_expected)
+    np.testing.assert_array_equal(np.load(tmp_path / "x.npy"), reference_expected[0])
 
 
 @pytest.mark.slow
@@ -162,6 +172,28 @@ def test_a_wrong_sampler_fails_the_same_test():
     x = np.asarray(mcmc.get_samples()["x"]).reshape(-1, N)
     result = chisquare_gof(encode_configurations(x, Q), np.exp(TABLE.log_probs).ravel())
     assert result.p_value <= 1e-4
+
+
+def test_stochastic_localization_site_draws_are_the_reference_draws():
+    """A diffusion site runs on the same engine: the kernel's draws are the reference's, and
+    method="sequential" costs N + 1 rounds (N Euler-Maruyama steps and the final denoising)."""
+    from numpyro_autospec.denoisers import PointCloudDenoiser
+    from numpyro_autospec.processes.diffusion import DiffusionProcess, uniform_times
+
+    denoiser = PointCloudDenoiser(jnp.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]))
+    times = uniform_times(8, 20.0)
+
+    def model():
+        numpyro.sample("y", StochasticLocalization(denoiser, dim=2, times=times))
+
+    mcmc = run_mcmc(AutospecKernel(model), 5)
+    process = DiffusionProcess(denoiser, 2, times)
+    draws = [reference.sample(process, key) for key in site_keys(jax.random.PRNGKey(0), 1, 5)]
+    expected = np.stack([np.asarray(draw.value) for draw in draws])
+    np.testing.assert_allclose(mcmc.get_samples()["y"], expected, atol=1e-5)
+    np.testing.assert_array_equal(mcmc.get_extra_fields()["rounds"], [d.rounds for d in draws])
+    sequential = run_mcmc(AutospecKernel(model, method="sequential"), 3)
+    assert (sequential.get_extra_fields()["rounds"] == 9).all()
 
 
 # ------------------------------------------------------------------- model shapes accepted
