@@ -217,9 +217,9 @@ def draw_model(
     >>> def model():
     ...     x = numpyro.sample("x", AnyOrderAR(CurieWeissOracle(16, 1.0), 16, 2))
     ...     numpyro.deterministic("m", x.sum())
-    >>> draw = draw_model(model, jax.random.PRNGKey(0))
-    >>> sorted(draw.z), draw.z["x"].shape
-    (['m', 'x'], (16,))
+    >>> draw = draw_model(model, jax.random.PRNGKey(0), config=SamplerConfig(method="sequential"))
+    >>> sorted(draw.z), draw.z["x"].shape, int(draw.rounds)
+    (['m', 'x'], (16,), 16)
     """
     config = (config or SamplerConfig()).validate()
     trace, costs = _run_with(

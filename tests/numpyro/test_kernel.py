@@ -256,6 +256,31 @@ def test_forward_sampled_sites_observations_without_latent_parents_and_obs_oracl
     np.testing.assert_array_equal(samples["twice"], 2 * samples["x"])
 
 
+def test_typed_keys_traced_model_arguments_warmup_and_no_oracle_site():
+    def model(scale):
+        s = numpyro.sample("s", dist.Normal(0.0, scale))
+        x = numpyro.sample("x", AnyOrderAR(CurieWeissOracle(8, 1.0), 8, 2))
+        numpyro.deterministic("d", x.sum() * s)
+
+    mcmc = MCMC(
+        AutospecKernel(model, method="sequential"),
+        num_warmup=3,
+        num_samples=5,
+        jit_model_args=True,
+        progress_bar=False,
+    )
+    mcmc.run(jax.random.key(0), 2.0)
+    samples = mcmc.get_samples()
+    assert samples["x"].shape == (5, 8)
+    np.testing.assert_allclose(samples["d"], samples["x"].sum(-1) * samples["s"], rtol=1e-6)
+
+    def no_oracle():
+        numpyro.sample("a", dist.Normal())
+
+    mcmc = run_mcmc(AutospecKernel(no_oracle), 4)
+    assert (mcmc.get_extra_fields()["rounds"] == 0).all()
+
+
 def test_draw_model_is_a_pure_function():
     config = SamplerConfig(method="sequential")
     draw = jax.jit(lambda key: draw_model(table_model, key, config=config))(jax.random.PRNGKey(3))
