@@ -244,15 +244,18 @@ def test_forward_sampled_sites_observations_without_latent_parents_and_obs_oracl
         numpyro.sample("known", AnyOrderAR(TABLE, N, Q), obs=jnp.array([0, 1, 2, 0]))
         x = numpyro.sample("x", AnyOrderAR(TABLE, N, Q))
         numpyro.sample("y", dist.Normal(x.sum() * scale, 1.0))  # latent child: forward
+        numpyro.sample("several", AnyOrderAR(TABLE, N, Q), sample_shape=(3,))
         numpyro.deterministic("twice", 2 * x)
 
     inspection = inspect_model(model, (jnp.zeros(3),))
-    assert inspection.oracle_sites == ("x",)
+    assert inspection.oracle_sites == ("x", "several")
     assert inspection.latent_sites == ("scale", "y")
     assert inspection.observed_sites == ("noise", "known")
     mcmc = run_mcmc(AutospecKernel(model, method="sequential"), 20, data=jnp.zeros(3))
     samples = mcmc.get_samples()
-    assert set(samples) == {"scale", "x", "y", "twice"}
+    assert set(samples) == {"scale", "x", "y", "several", "twice"}
+    assert samples["several"].shape == (20, 3, N)
+    assert (mcmc.get_extra_fields()["rounds"] == 2 * N).all()  # x, then the 3 draws at once
     np.testing.assert_array_equal(samples["twice"], 2 * samples["x"])
 
 
