@@ -49,6 +49,11 @@ def curie_weiss_log_marginals(beta: ArrayLike, h: ArrayLike, x: Array, mask: Arr
     return jnp.broadcast_to(row[None, :], (n, 2))
 
 
+# Classes call the core through ``jit``: an eager call compiles once per shape instead of op by
+# op; inside an outer ``jit`` or ``vmap`` the inner ``jit`` is simply inlined.
+_jitted_log_marginals = jax.jit(curie_weiss_log_marginals)
+
+
 class CurieWeissOracle:
     r"""The Curie-Weiss model on :math:`\{0, 1\}^n` with exact any-order conditionals.
 
@@ -104,7 +109,7 @@ class CurieWeissOracle:
 
     def __call__(self, x: Array, mask: Array) -> Array:
         """Log conditional marginals ``[n, 2]`` given ``x`` on ``mask`` (the same row for all)."""
-        return curie_weiss_log_marginals(self.beta, self.h, x, mask)
+        return _jitted_log_marginals(self.beta, self.h, x, mask)
 
     def magnetization_log_probs(self) -> np.ndarray:
         r"""Exact law of the number of up spins :math:`k = \sum_i x_i`, ``k = 0..n``.

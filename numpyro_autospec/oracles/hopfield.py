@@ -25,6 +25,11 @@ def hopfield_log_marginals(
     return jnp.stack([jax.nn.log_sigmoid(-2.0 * field), jax.nn.log_sigmoid(2.0 * field)], -1)
 
 
+# Classes call the core through ``jit``: an eager call compiles once per shape instead of op by
+# op; inside an outer ``jit`` or ``vmap`` the inner ``jit`` is simply inlined.
+_jitted_log_marginals = jax.jit(hopfield_log_marginals)
+
+
 class HopfieldOracle:
     r"""A logistic any-order model built on Hopfield patterns; inconsistent like a network.
 
@@ -87,4 +92,4 @@ class HopfieldOracle:
 
     def __call__(self, x: Array, mask: Array) -> Array:
         """Log conditionals ``[n, 2]``: column 0 is :math:`s_i = -1`, column 1 is :math:`+1`."""
-        return hopfield_log_marginals(self.patterns, self.beta, self.h, x, mask)
+        return _jitted_log_marginals(self.patterns, self.beta, self.h, x, mask)

@@ -66,6 +66,12 @@ def ising_chain_log_marginals(couplings: Array, fields: Array, x: Array, mask: A
     return marginals - jax.nn.logsumexp(marginals, axis=-1, keepdims=True)
 
 
+# Classes call the core through ``jit``: an eager call compiles once per shape instead of op by
+# op; inside an outer ``jit`` or ``vmap`` the inner ``jit`` is simply inlined.
+_jitted_log_marginals = jax.jit(ising_chain_log_marginals)
+_jitted_messages = jax.jit(_messages)
+
+
 class IsingChainOracle:
     r"""The Ising chain on :math:`\{0, 1\}^n`, spins :math:`s_i = 2x_i - 1`:
 
@@ -124,11 +130,11 @@ class IsingChainOracle:
 
     def __call__(self, x: Array, mask: Array) -> Array:
         """Log conditional marginals ``[n, 2]`` given ``x`` on ``mask`` (``x`` in ``{0, 1}``)."""
-        return ising_chain_log_marginals(self.couplings, self.fields, x, mask)
+        return _jitted_log_marginals(self.couplings, self.fields, x, mask)
 
     def _unclamped(self) -> _Messages:
         clamp = jnp.zeros((self.num_positions, 2), jnp.float32)
-        return _messages(self.couplings, self.fields, clamp)
+        return _jitted_messages(self.couplings, self.fields, clamp)
 
     def log_partition(self) -> Array:
         r""":math:`\log Z = \log \sum_s \exp(\sum_i J_i s_i s_{i+1} + \sum_i h_i s_i)`."""

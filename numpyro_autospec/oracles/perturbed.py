@@ -38,6 +38,11 @@ def perturbed_log_marginals(log_probs: Array, noise: Array, x: Array, mask: Arra
     return logits - jax.nn.logsumexp(logits, axis=-1, keepdims=True)
 
 
+# Classes call the core through ``jit``: an eager call compiles once per shape instead of op by
+# op; inside an outer ``jit`` or ``vmap`` the inner ``jit`` is simply inlined.
+_jitted_log_marginals = jax.jit(perturbed_log_marginals)
+
+
 class PerturbedOracle:
     r"""A table's conditionals perturbed by fixed noise per mask pattern: no joint behind them.
 
@@ -93,7 +98,7 @@ class PerturbedOracle:
 
     def __call__(self, x: Array, mask: Array) -> Array:
         """Perturbed log conditional marginals ``[n, q]`` given ``x`` on ``mask``."""
-        return perturbed_log_marginals(self._log_probs, self.noise, x, mask)
+        return _jitted_log_marginals(self._log_probs, self.noise, x, mask)
 
     def sequential_log_probs(
         self,

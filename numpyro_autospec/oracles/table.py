@@ -21,23 +21,32 @@ def table_log_marginals(log_probs: Array, x: Array, mask: Array) -> Array:
     r"""Functional core of :class:`TableOracle`: conditionals ``[n, q]`` of a normalized
     log-table of shape ``(q,)*n`` given ``x`` on ``mask`` (uniform rows if :math:`\mu(x_S) = 0`).
 
-    The table is an argument, so ``jit`` compiles once per shape, not once per table."""
+    The table is an argument, so ``jit`` compiles once per shape, not once per table.  The
+    configurations are generated from an iota (no ``[q^n, n]`` constant), the table is masked
+    flat, and each site's marginal is a reduction of a rank-3 view ``(q^i, q, q^{n-i-1})``:
+    high-rank reductions compile very slowly on XLA:CPU.
+    """
     log_probs, x, mask = jnp.asarray(log_probs), jnp.asarray(x), jnp.asarray(mask, bool)
     n, q = log_probs.ndim, log_probs.shape[0]
-    allowed = ~mask[:, None] | (x[:, None] == jnp.arange(q)[None, :])
-    penalties = jnp.where(allowed, 0.0, -jnp.inf)
-    table = log_probs
-    for site in range(n):
-        shape = [1] * n
-        shape[site] = q
-        table = table + penalties[site].reshape(shape)
-    axes = tuple(range(n))
+    size = q**n
+    strides = q ** np.arange(n - 1, -1, -1)
+    configurations = (jnp.arange(size)[:, None] // strides[None, :]) % q  # [q^n, n]
+    mismatch = (configurations != x[None, :]) & mask[None, :]
+    masked = jnp.where(jnp.any(mismatch, axis=1), -jnp.inf, log_probs.reshape(size))
     marginals = jnp.stack(
-        [jax.nn.logsumexp(table, axis=axes[:site] + axes[site + 1 :]) for site in axes]
+        [
+            jax.nn.logsumexp(masked.reshape(q**site, q, q ** (n - site - 1)), axis=(0, 2))
+            for site in range(n)
+        ]
     )
     total = jax.nn.logsumexp(marginals, axis=-1, keepdims=True)
     uniform = jnp.full((n, q), -np.log(q), marginals.dtype)
     return jnp.where(jnp.isfinite(total), marginals - total, uniform)
+
+
+# Classes call the core through ``jit``: an eager call compiles once per shape instead of op by
+# op; inside an outer ``jit`` or ``vmap`` the inner ``jit`` is simply inlined.
+_jitted_log_marginals = jax.jit(table_log_marginals)
 
 
 class TableOracle:
@@ -50,7 +59,7 @@ class TableOracle:
         \frac{\sum_{y:\, y_S = x_S,\, y_i = v} \mu(y)}{\sum_{y:\, y_S = x_S} \mu(y)},
 
     computed in log space by masking the table and reducing it over every axis but :math:`i`:
-    :math:`O(n q^n)` time and :math:`O(q^n)` memory per query, practical up to
+    :math:`O(n q^n)` time per query, practical up to
     :math:`q^n \approx 10^5`.  When :math:`x_S` itself has probability zero the conditional is
     undefined; every row is then uniform (finite and normalized), so a density evaluated along
     such a prefix is still ``-inf`` through the step that left the support, never NaN.
@@ -102,7 +111,7 @@ class TableOracle:
 
     def __call__(self, x: Array, mask: Array) -> Array:
         """Log conditional marginals ``[n, q]`` of every site given ``x`` on ``mask``."""
-        return table_log_marginals(self._table, x, mask)
+        return _jitted_log_marginals(self._table, x, mask)
 
     def log_prob(self, x: ArrayLike) -> Array:
         """Exact joint log-probability of configurations ``x: [..., n]`` (``-inf`` outside
