@@ -183,7 +183,7 @@ def summarize(cell: Cell, commit: str) -> dict:
         "se_rounds": round(rounds.std(ddof=1) / math.sqrt(rounds.size), 2)
         if rounds.size > 1
         else float("nan"),
-        "p90_rounds": float(np.percentile(rounds, 90)),
+        "p90_rounds": round(float(np.percentile(rounds, 90)), 1),
         "max_rounds": int(rounds.max()),
         "mean_queries": round(queries.mean(), 1),
         "queries_per_n": round(queries.mean() / cell.n, 2),
