@@ -1,19 +1,94 @@
 """Tuning knobs of the samplers.  None of them changes the law of the output (every setting is
-an exact sampler); they trade rounds against queries."""
+an exact sampler); they trade rounds against queries.
+
+The root of a draw (the driver that walks the steps ``0..N-1`` left to right) follows a
+:class:`RootPolicy` resolved from a :class:`SamplerConfig` and the number of steps:
+
+* **windows** (``autospec`` on discrete processes, ``assd``, ``block``): draft a window of
+  steps from the speculation, score it in one round and keep the longest valid prefix plus one
+  corrected step by token or block verification;
+* **recursion blocks** (``autospec``, ``sequential``): sample a block exactly by the paper's
+  recursive speculative rejection sampling (ALGORITHM.md section 3; a block no larger than the
+  leaf size is sampled step by step).
+
+The default ``autospec`` root on discrete processes combines both: windows verified with block
+verification (Sun et al., *Block Verification Accelerates Speculative Decoding*, ICLR 2025),
+whose size adapts to the advance observed so far in the draw, and whenever a window advanced
+fewer than ``floor`` steps, a recursion block of ``fallback`` steps.  Every continuation of a
+verified prefix by an exact sampler of :math:`\\mu(\\cdot \\mid \\text{prefix})` is exact, and
+every choice (window size, whether to recurse) depends on the past of the draw only, so the
+combination is exact.  It keeps the paper's worst case: when verification keeps little, the
+root alternates a window (at most two rounds) with a recursion block of
+:math:`\\approx\\sqrt{N}/2` steps, the regime in which the paper's speculation accepts with
+constant probability (TV :math:`\\approx |S|/\\sqrt{N}`), so :math:`O(\\sqrt N)` iterations of
+:math:`\\tilde O(1)` rounds each.  On near-product targets it is as fast as block
+verification with the best window (see ``benchmarks/rounds.py``).
+"""
 
 from __future__ import annotations
 
 import math
 from typing import NamedTuple
 
-__all__ = ["SamplerConfig", "METHODS", "VERIFY"]
+__all__ = ["SamplerConfig", "RootPolicy", "METHODS", "RULES"]
 
-#: ``autospec``: recursive speculative rejection sampling (the paper);
+#: ``autospec``: recursive speculative rejection sampling (the paper), by default with
+#: block-verified windows at the root (see the module docstring);
 #: ``assd``: self-speculative decoding with site-by-site (token) verification (the peer);
 #: ``block``: self-speculative decoding with block verification (Sun et al. 2025);
 #: ``sequential``: one step per round.
 METHODS = ("autospec", "assd", "block", "sequential")
-VERIFY = {"autospec": "sequence", "assd": "token", "block": "block", "sequential": "sequence"}
+
+#: verification rules of root windows
+RULES = ("token", "block")
+
+
+def _scaled(value: int | None, default: float, num_steps: int) -> int:
+    """``value`` clipped to ``[1, N]``, or ``round(default * sqrt(N))`` when ``None``."""
+    if value is None:
+        value = round(default * math.sqrt(num_steps))
+    return max(1, min(int(value), num_steps))
+
+
+class RootPolicy(NamedTuple):
+    """How the root of a draw walks the steps (resolved, static sizes).
+
+    Attributes
+    ----------
+    rule:
+        verification rule of the windows (``"token"``, ``"block"``), or ``None`` for a root
+        made of recursion blocks only.
+    first_window:
+        size of the first window.
+    window_growth:
+        after each window (and its recursion block, if any) the next window is
+        ``clip(window_growth * advanced // windows, min_window, max_window)`` where
+        ``advanced / windows`` is the mean advance per window so far; ``0`` keeps it fixed.
+    min_window, max_window:
+        bounds of the window (``max_window`` is the size of the verification buffers).
+    floor:
+        a window that advanced fewer steps than this (and did not keep all its steps) is
+        followed by a recursion block; ``0``: never.
+    recursion_block:
+        size of the recursion blocks (the largest block the recursion runs on; ``0``: none).
+    leaf_size:
+        recursion blocks of at most this many steps are sampled step by step.
+    """
+
+    rule: str | None
+    first_window: int
+    window_growth: int
+    min_window: int
+    max_window: int
+    floor: int
+    recursion_block: int
+    leaf_size: int
+
+    def next_window(self, window: int, advanced: int, windows: int) -> int:
+        """The window after ``windows`` windows that advanced ``advanced`` steps in all."""
+        if self.window_growth <= 0 or windows <= 0:
+            return window
+        return max(self.min_window, min(self.window_growth * advanced // windows, self.max_window))
 
 
 class SamplerConfig(NamedTuple):
@@ -24,11 +99,12 @@ class SamplerConfig(NamedTuple):
     method:
         one of :data:`METHODS`.
     block_size:
-        the root is processed left to right in blocks of at most this many steps (the draft
-        window for ``assd``/``block``).  Larger blocks are split without speculating on them:
-        exact, since :math:`\\mu_{[a,c)} = \\mu_{[a,b)}\\,\\mu_{[b,c)\\mid[a,b)}`, and it saves the
-        rounds wasted on speculations that almost never accept (their TV distance to the target
-        grows like :math:`|S|/\\sqrt{n}`).  ``None``: the whole sequence (the paper as written).
+        ``assd``/``block``: the draft window (default ``2 sqrt(N)``).  ``autospec`` without
+        root windows: the root is processed left to right in recursion blocks of at most this
+        many steps (exact, since :math:`\\mu_{[a,c)} = \\mu_{[a,b)}\\,\\mu_{[b,c)\\mid[a,b)}`;
+        it saves the rounds wasted on speculations that almost never accept, whose TV distance
+        to the target grows like :math:`|S|/\\sqrt{N}`).  ``None``: the whole sequence (the
+        paper as written).
     leaf_size:
         blocks of at most this many steps are sampled sequentially (paper: 1).
     growth:
@@ -36,6 +112,23 @@ class SamplerConfig(NamedTuple):
     lookahead:
         also query the step right after a block in its scoring round, so that an accepted block
         hands the next block its speculation query for free (one query, zero rounds).
+    root_windows:
+        ``autospec`` only: verified windows at the root with recursion blocks as fallback (the
+        module docstring).  ``None``: when the process has discrete steps (a
+        :class:`~numpyro_autospec.processes.base.DiscreteStepProcess`; token and block
+        verification need explicit per-step distributions), else the paper's root.
+    window:
+        first root window (default ``4 sqrt(N)``).
+    window_growth:
+        next window = ``window_growth`` x mean advance per window (``0``: fixed windows).
+    min_window, max_window:
+        window bounds (defaults ``sqrt(N)`` and ``N``).
+    floor:
+        recurse after a window that advanced fewer steps (default ``sqrt(N) / 4``).
+    fallback:
+        size of the recursion block after such a window (default ``sqrt(N) / 2``).
+
+    The defaults were chosen with ``benchmarks/rounds.py`` (see ``docs/benchmarks.md``).
     """
 
     method: str = "autospec"
@@ -43,21 +136,64 @@ class SamplerConfig(NamedTuple):
     leaf_size: int = 1
     growth: float = 1.0
     lookahead: bool = True
+    root_windows: bool | None = None
+    window: int | None = None
+    window_growth: int = 8
+    min_window: int | None = None
+    max_window: int | None = None
+    floor: int | None = None
+    fallback: int | None = None
 
-    def resolved_block_size(self, num_steps: int) -> int:
-        size = num_steps if self.block_size is None else int(self.block_size)
+    def root_policy(self, num_steps: int, discrete: bool = True) -> RootPolicy:
+        """Resolve the root's sizes for a process of ``num_steps`` steps."""
+        n = max(1, int(num_steps))
+        self.validate()
         if self.method == "sequential":
-            size = num_steps
-        return max(1, min(size, num_steps))
-
-    def resolved_leaf_size(self, num_steps: int) -> int:
-        return num_steps if self.method == "sequential" else max(1, int(self.leaf_size))
+            return RootPolicy(None, n, 0, n, n, 0, n, n)
+        leaf = max(1, int(self.leaf_size))
+        if self.method in ("assd", "block"):
+            if not discrete:
+                raise ValueError(
+                    f"method={self.method!r} verifies steps one by one and needs a process with "
+                    "discrete steps (DiscreteStepProcess); use method='autospec'"
+                )
+            k = _scaled(self.block_size, 2.0, n)
+            rule = "token" if self.method == "assd" else "block"
+            return RootPolicy(rule, k, 0, k, k, 0, 0, leaf)
+        windows = discrete if self.root_windows is None else bool(self.root_windows)
+        if windows and not discrete:
+            raise ValueError(
+                "root_windows=True needs a process with discrete steps (DiscreteStepProcess)"
+            )
+        if not windows:
+            block = n if self.block_size is None else max(1, min(int(self.block_size), n))
+            return RootPolicy(None, block, 0, block, block, 0, block, leaf)
+        min_window = _scaled(self.min_window, 1.0, n)
+        max_window = n if self.max_window is None else max(1, min(int(self.max_window), n))
+        min_window = min(min_window, max_window)
+        first = max(min_window, min(_scaled(self.window, 4.0, n), max_window))
+        return RootPolicy(
+            rule="block",
+            first_window=first,
+            window_growth=int(self.window_growth),
+            min_window=min_window,
+            max_window=max_window,
+            floor=0 if self.floor == 0 else _scaled(self.floor, 0.25, n),
+            recursion_block=_scaled(self.fallback, 0.5, n),
+            leaf_size=leaf,
+        )
 
     def validate(self) -> SamplerConfig:
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
-        if self.block_size is not None and int(self.block_size) < 1:
-            raise ValueError(f"block_size must be >= 1, got {self.block_size}")
+        for name in ("block_size", "window", "min_window", "max_window", "fallback"):
+            value = getattr(self, name)
+            if value is not None and int(value) < 1:
+                raise ValueError(f"{name} must be >= 1 or None, got {value}")
+        if self.floor is not None and int(self.floor) < 0:
+            raise ValueError(f"floor must be >= 0 or None, got {self.floor}")
+        if int(self.window_growth) < 0 or int(self.window_growth) != self.window_growth:
+            raise ValueError(f"window_growth must be an integer >= 0, got {self.window_growth}")
         if int(self.leaf_size) < 1:
             raise ValueError(f"leaf_size must be >= 1, got {self.leaf_size}")
         if not (self.growth > 0 and math.isfinite(self.growth)):

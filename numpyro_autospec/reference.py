@@ -7,6 +7,12 @@ decoding peers.  It is plain Python recursion over jitted process methods; the f
 (:mod:`numpyro_autospec.engine`) must produce **the same draws from the same keys** (both use
 :mod:`numpyro_autospec.rejection` for every random decision) and the same rounds.
 
+The root of a draw walks the steps left to right as its
+:class:`~numpyro_autospec.config.RootPolicy` says: recursion blocks (the paper, ``SAMPLE``
+below), verified windows (the self-speculative peers), or, by default for ``autospec`` on
+discrete processes, block-verified windows with a recursion block after a window that kept
+little (exact: verification leaves a valid prefix, continued by an exact sampler).
+
 Cost model (ALGORITHM.md section 1): a *round* is one batched oracle call, a *query* one oracle
 evaluation.  Sequential steps add their rounds; parallel trials take the max of theirs.  A
 residual batch ends when its first accepted trial and all trials before it are done, so its
@@ -32,7 +38,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from numpyro_autospec.config import VERIFY, SamplerConfig
+from numpyro_autospec.config import SamplerConfig
+from numpyro_autospec.processes.base import has_discrete_steps
 from numpyro_autospec.rejection import (
     batch_size,
     block_keys,
@@ -62,28 +69,16 @@ class _Result(NamedTuple):
 
 
 class _Jitted:
-    """The process methods, jitted once per process."""
+    """The process methods, jitted once per process, and the pseudo-code's lines as compiled
+    programs (one dispatch each; block lengths are static)."""
 
     def __init__(self, process):
         self.process = process
-        for name in (
-            "query",
-            "reduce",
-            "target_logp",
-            "target_sample",
-            "spec_sample",
-            "spec_logp",
-            "output",
-            "init",
-        ):
+        for name in ("query", "output", "init"):
             setattr(self, name, jax.jit(getattr(process, name)))
-        for name, fn in (
-            ("block_keys", block_keys),
-            ("trial_keys", trial_keys),
-            ("speculation_accepts", speculation_accepts),
-            ("residual_accepts", residual_accepts),
-        ):
-            setattr(self, name, jax.jit(fn))
+        self.trial_keys = jax.jit(trial_keys)
+        self.fold_in = jax.jit(jax.random.fold_in)
+        self.split = jax.jit(jax.random.split)
 
         def target_log_density(x, a, m, answer):
             """sum_k target_logp(x, k, query(x, k)) over [a, a+m), the query at a reused."""
@@ -93,12 +88,53 @@ class _Jitted:
             rest = jax.vmap(process.target_logp, (None, 0, 0))(x, steps, reduced)
             return process.target_logp(x, a, process.reduce(x, a, answer)) + jnp.sum(rest)
 
-        # one compiled program per block length m (static)
-        self.target_log_density = jax.jit(target_log_density, static_argnums=2)
-        if hasattr(process, "spec_reduce"):
-            self.spec_reduce = jax.jit(process.spec_reduce)
-            self.step_value = jax.jit(process.step_value)
-            self.set_step_value = jax.jit(process.set_step_value)
+        def leaf_step(key, x, k, j, answer, log_mu):
+            """Step ``k`` (the ``j``-th of its block) drawn from the target given ``answer``."""
+            reduced = process.reduce(x, k, answer)
+            x = process.target_sample(jax.random.fold_in(key, j), x, k, reduced)
+            return x, log_mu + process.target_logp(x, k, reduced)
+
+        def speculate(key, x, a, m, answer, lookahead):
+            """``x' ~ nu`` (frozen at ``O_a = answer``), its scores ``l_mu`` (one round) and
+            ``l_nu``, the acceptance ``min(1, mu / nu)``, and the lookahead query."""
+            k_spec, k_accept, k_residual = block_keys(key)
+            x_spec = process.spec_sample(k_spec, x, a, m, answer)
+            log_mu = target_log_density(x_spec, a, m, answer)
+            log_nu = process.spec_logp(x_spec, a, m, answer)
+            accepted = speculation_accepts(k_accept, log_mu, log_nu)
+            answer_next = process.query(x_spec, a + m) if lookahead else None
+            return x_spec, log_mu, answer_next, accepted, k_residual
+
+        def residual_test(key, y, a, m, answer, log_mu_y):
+            """A trial ``y ~ mu`` is kept with probability ``max(0, 1 - nu / mu)``."""
+            return residual_accepts(key, log_mu_y, process.spec_logp(y, a, m, answer))
+
+        self.leaf_step = jax.jit(leaf_step)
+        self.speculate = jax.jit(speculate, static_argnums=(3, 5))
+        self.residual_test = jax.jit(residual_test, static_argnums=3)
+        if has_discrete_steps(process):
+
+            def window(key, x, c, m, answer, size, rule, lookahead):
+                """Draft ``[c, c+m)`` from the speculation, score it (one round) and verify it:
+                ``(x, kept, answer_next)``; buffers of ``size`` rows, as in the engine."""
+                k_spec, k_verify = jax.random.split(key)
+                x_spec = process.spec_sample(k_spec, x, c, m, answer)
+                steps = jnp.minimum(c + jnp.arange(size), c + m - 1)
+                answers = jax.vmap(process.query, (None, 0))(x_spec, steps)
+                answers = jax.tree.map(lambda all_, a: all_.at[0].set(a), answers, answer)
+                target_rows = jax.vmap(process.reduce, (None, 0, 0))(x_spec, steps, answers)
+                draft_rows = jax.vmap(process.spec_reduce, (None, 0, None))(x_spec, steps, answer)
+                values = jax.vmap(process.step_value, (None, 0))(x_spec, steps)
+                verdict = VERIFIERS[rule](k_verify, target_rows, draft_rows, values, m)
+                corrected = process.set_step_value(
+                    x_spec, c + jnp.minimum(verdict.kept, m - 1), verdict.correction
+                )
+                full = verdict.kept == m
+                x_new = jax.tree.map(lambda a, b: jnp.where(full, a, b), x_spec, corrected)
+                answer_next = process.query(x_spec, c + m) if lookahead else None
+                return x_new, verdict.kept, answer_next
+
+            self.window = jax.jit(window, static_argnums=(3, 5, 6, 7))
 
 
 @functools.lru_cache(maxsize=32)
@@ -112,8 +148,8 @@ class _Sampler:
         self.n = process.num_steps
         self.final_query = process.final_query
         self.config = config.validate()
-        self.chunk = config.resolved_block_size(self.n)
-        self.leaf = config.resolved_leaf_size(self.n)
+        self.policy = config.root_policy(self.n, has_discrete_steps(process))
+        self.leaf = self.policy.leaf_size
 
     def _wants_lookahead(self, end: int) -> bool:
         return self.config.lookahead and (end < self.n or (end == self.n and self.final_query))
@@ -129,23 +165,21 @@ class _Sampler:
                 if answer is None:
                     answer = p.query(x, a + j)
                     rounds, queries = rounds + 1, queries + 1
-                reduced = p.reduce(x, a + j, answer)
-                x = p.target_sample(jax.random.fold_in(key, j), x, a + j, reduced)
-                log_mu = log_mu + p.target_logp(x, a + j, reduced)
+                x, log_mu = p.leaf_step(key, x, a + j, j, answer, log_mu)
                 answer = None
             return _Result(x, log_mu, None, rounds, queries)
 
-        k_spec, k_accept, k_residual = p.block_keys(key)
         rounds = queries = 0
         if answer is None:  # O_a = query(x, a): one round
             answer = p.query(x, a)
             rounds, queries = 1, 1
-        x_spec = p.spec_sample(k_spec, x, a, m, answer)
-        # one round scores the speculation: m - 1 new queries (+1 lookahead)
-        log_mu, answer_next, new_queries = self._score(x_spec, a, m, answer)
-        rounds, queries = rounds + 1, queries + new_queries
-        log_nu = p.spec_logp(x_spec, a, m, answer)
-        if p.speculation_accepts(k_accept, log_mu, log_nu):
+        # speculate x' ~ nu and score it: one round, m - 1 new queries (+1 lookahead)
+        lookahead = self._wants_lookahead(a + m)
+        x_spec, log_mu, answer_next, accepted, k_residual = p.speculate(
+            key, x, a, m, answer, lookahead
+        )
+        rounds, queries = rounds + 1, queries + m - 1 + lookahead
+        if accepted:
             return _Result(x_spec, log_mu, answer_next, rounds, queries)
 
         # residual loop: batches of parallel trials, the first accepted trial wins
@@ -158,8 +192,7 @@ class _Sampler:
                 left = self.sample_block(k_left, x, a, half, answer)
                 right = self.sample_block(k_right, left.x, a + half, m - half, left.answer_next)
                 log_mu_y = left.log_mu + right.log_mu
-                log_nu_y = p.spec_logp(right.x, a, m, answer)
-                accepted = bool(p.residual_accepts(k_acc, log_mu_y, log_nu_y))
+                accepted = bool(p.residual_test(k_acc, right.x, a, m, answer, log_mu_y))
                 outcomes.append(
                     (
                         accepted,
@@ -180,73 +213,59 @@ class _Sampler:
                 _, y, log_mu_y, answer_next, _, _ = outcomes[winner]
                 return _Result(y, log_mu_y, answer_next, rounds, queries)
 
-    def _score(self, x, a: int, m: int, answer):
-        """One round: the target log-density of steps ``[a, a+m)`` of ``x`` (the query at
-        ``a`` is ``answer``, reused) and, with lookahead, the query right after the block."""
-        p = self.p
-        log_mu = p.target_log_density(x, a, m, answer)  # m - 1 queries, in parallel
-        queries = m - 1
-        answer_next = None
-        if self._wants_lookahead(a + m):
-            answer_next = p.query(x, a + m)
-            queries += 1
-        return log_mu, answer_next, queries
-
-    # ------------------------------------------------- self-speculative decoding step
+    # ------------------------------------------------------------ a verified window
     def verify_step(self, key, x, c: int, e: int, answer):
         """Draft ``[c, e)`` from the product speculation, verify it (token or block rule) and
         return ``(x, new cursor, answer at the new cursor or None, rounds, queries)``."""
-        p = self.p
-        k_spec, k_verify = jax.random.split(key)
         rounds = queries = 0
         if answer is None:
-            answer = p.query(x, c)
+            answer = self.p.query(x, c)
             rounds, queries = 1, 1
-        x_spec = p.spec_sample(k_spec, x, c, e - c, answer)
-        target_rows, draft_rows, values = [], [], []
-        for k in range(c, e):
-            answer_k = answer if k == c else p.query(x_spec, k)
-            target_rows.append(p.reduce(x_spec, k, answer_k))
-            draft_rows.append(p.spec_reduce(x_spec, k, answer))
-            values.append(p.step_value(x_spec, k))
-        pad = self.chunk - (e - c)  # fixed-size buffers, as in the engine
-        target_rows, draft_rows, values = (
-            jnp.stack(rows + rows[-1:] * pad) for rows in (target_rows, draft_rows, values)
+        lookahead = self._wants_lookahead(e)
+        x, kept, answer_next = self.p.window(
+            key, x, c, e - c, answer, self.policy.max_window, self.policy.rule, lookahead
         )
-        queries += (e - c) - 1
-        answer_next = None
-        if self._wants_lookahead(e):
-            answer_next = p.query(x_spec, e)
-            queries += 1
-        if e - c > 1 or answer_next is not None:  # a round is an oracle call
+        queries += (e - c) - 1 + lookahead
+        if e - c > 1 or lookahead:  # a round is an oracle call
             rounds += 1
-        verdict = VERIFIERS[VERIFY[self.config.method]](
-            k_verify, target_rows, draft_rows, values, e - c
-        )
-        kept = int(verdict.kept)
+        kept = int(kept)
         if kept == e - c:
-            return x_spec, e, answer_next, rounds, queries
-        x_new = p.set_step_value(x_spec, c + kept, verdict.correction)
-        return x_new, c + kept + 1, None, rounds, queries
+            return x, e, answer_next, rounds, queries
+        return x, c + kept + 1, None, rounds, queries
 
     # ---------------------------------------------------------------------- root
     def draw(self, key) -> Draw:
-        p = self.p
-        k_init, k_run = jax.random.split(key)
+        """The root (:class:`~numpyro_autospec.config.RootPolicy`): root block ``j`` (a window
+        or a recursion block) uses the key ``fold_in(k_run, j)``."""
+        p, policy = self.p, self.policy
+        k_init, k_run = p.split(key)
         x = p.init(k_init)
         cursor, block, answer = 0, 0, None
         rounds = queries = 0
+        window, advanced, windows = policy.first_window, 0, 0
+
+        def recursion_block(x, start, answer):
+            end = min(start + policy.recursion_block, self.n)
+            result = self.sample_block(p.fold_in(k_run, block), x, start, end - start, answer)
+            return result.x, end, result.answer_next, result.rounds, result.queries
+
         while cursor < self.n:
-            end = min(cursor + self.chunk, self.n)
-            k_block = jax.random.fold_in(k_run, block)
-            if VERIFY[self.config.method] == "sequence":
-                result = self.sample_block(k_block, x, cursor, end - cursor, answer)
-                x, answer, cursor = result.x, result.answer_next, end
-                rounds, queries = rounds + result.rounds, queries + result.queries
-            else:
-                x, cursor, answer, r, q = self.verify_step(k_block, x, cursor, end, answer)
-                rounds, queries = rounds + r, queries + q
-            block += 1
+            if policy.rule is None:
+                x, cursor, answer, r, q = recursion_block(x, cursor, answer)
+                rounds, queries, block = rounds + r, queries + q, block + 1
+                continue
+            start = cursor
+            end = min(cursor + window, self.n)
+            x, cursor, answer, r, q = self.verify_step(
+                p.fold_in(k_run, block), x, cursor, end, answer
+            )
+            rounds, queries, block = rounds + r, queries + q, block + 1
+            if cursor < end and cursor - start < policy.floor and policy.recursion_block > 0:
+                if cursor < self.n:
+                    x, cursor, answer, r, q = recursion_block(x, cursor, answer)
+                    rounds, queries, block = rounds + r, queries + q, block + 1
+            advanced, windows = advanced + cursor - start, windows + 1
+            window = policy.next_window(window, advanced, windows)
         final = None
         if self.final_query:
             if answer is None:

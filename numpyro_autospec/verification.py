@@ -104,12 +104,10 @@ def block_stop_probabilities(
     index = jnp.arange(size)
     log_ratio = jnp.where(index < gamma, _log_ratios(target_rows, draft_rows, values), 0.0)
 
-    def cumulate(log_w, log_r):
-        log_w = jnp.minimum(log_w + log_r, 0.0)
-        return log_w, log_w
-
-    _, log_w_after = jax.lax.scan(cumulate, jnp.zeros((), log_ratio.dtype), log_ratio)
-    log_w = jnp.concatenate([jnp.zeros((1,), log_ratio.dtype), log_w_after])
+    # w_{i+1} = min(w_i r_i, 1), w_0 = 1, in closed form: log w_i = S_i - max_{j <= i} S_j with
+    # S_i = sum_{j < i} log r_j (induction), so no sequential scan over the window
+    partial = jnp.concatenate([jnp.zeros((1,), log_ratio.dtype), jnp.cumsum(log_ratio)])
+    log_w = partial - jax.lax.cummax(partial)
     residual = jnp.maximum(jnp.exp(log_w[:-1, None] + target_rows) - jnp.exp(draft_rows), 0.0)
     residual = residual.sum(-1)
     w = jnp.exp(log_w[:-1])

@@ -2,13 +2,16 @@
 
 A *task* drives a range ``[start, stop)`` of steps of one draw through a sequence of blocks:
 
-* the **root** task of a draw drives ``[0, N)`` in blocks of at most ``block_size`` steps;
+* the **root** task of a draw drives ``[0, N)`` in windows and recursion blocks, as its
+  :class:`~numpyro_autospec.config.RootPolicy` says;
 * a **residual trial** of a block ``[a, a+m)`` drives that range in two blocks, the halves
   ``[a, a + ceil(m/2))`` and ``[a + ceil(m/2), a + m)`` (ALGORITHM.md section 3).
 
 Each block is sampled by a leaf (sequential steps), by speculation + scoring + (on rejection)
-a residual loop whose trials are child tasks in other slots, or (``assd``/``block`` methods)
-by speculation + verification.  The slot's ``status`` says what the task waits for.
+a residual loop whose trials are child tasks in other slots (a *recursion block*), or, at the
+root only, by speculation + scoring + token or block verification (a *window*; the scored rows
+live in per-draw buffers of the scheduler, not in the slots).  The slot's ``status`` says
+what the task waits for.
 
 Everything is a fixed-shape array with a leading slot axis, so the scheduler is one compiled
 ``lax.while_loop``; tasks are linked by slot index plus an ``epoch`` counter that changes
@@ -77,7 +80,11 @@ class Pool(NamedTuple):
     log_mu_total: Array  # float: target log-density of the finished blocks of the range
     score_next: Array  # int32: next step to query while SCORING
     score_end: Array  # int32: SCORING ends when score_next reaches it
-    rows: Any  # reduced target answers of the block (verification methods only)
+    verifying: Array  # bool: the current block is a root window (verified, no residual loop)
+    window: Array  # int32: root: size of the next window
+    advanced: Array  # int32: root: steps advanced by the finished windows (with their fallback)
+    windows: Array  # int32: root: number of finished windows
+    window_start: Array  # int32: root: cursor where the current window began
     trial_next: Array  # int32: next trial to spawn
     batch: Array  # int32: residual batch index r
     batch_end: Array  # int32: trials of batch r are [.., batch_end)
@@ -85,7 +92,7 @@ class Pool(NamedTuple):
     report_accept: Array  # bool: a REPORTing trial's residual acceptance
 
 
-def empty_pool(num_slots: int, key_like: Array, x_like, answer_like, rows_like) -> Pool:
+def empty_pool(num_slots: int, key_like: Array, x_like, answer_like) -> Pool:
     """A pool of free slots; ``*_like`` are single-slot examples of each pytree field."""
 
     def tile(tree):
@@ -123,7 +130,11 @@ def empty_pool(num_slots: int, key_like: Array, x_like, answer_like, rows_like) 
         log_mu_total=jnp.zeros(num_slots, jnp.float32),
         score_next=zeros,
         score_end=zeros,
-        rows=tile(rows_like),
+        verifying=jnp.zeros(num_slots, bool),
+        window=zeros,
+        advanced=zeros,
+        windows=zeros,
+        window_start=zeros,
         trial_next=zeros,
         batch=zeros,
         batch_end=zeros,

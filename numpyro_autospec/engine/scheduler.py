@@ -32,8 +32,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from numpyro_autospec.config import VERIFY, SamplerConfig
+from numpyro_autospec.config import RootPolicy, SamplerConfig
 from numpyro_autospec.engine.pool import NO_TRIAL, Pool, Status, empty_pool, gather, scatter
+from numpyro_autospec.processes.base import has_discrete_steps
 from numpyro_autospec.rejection import (
     batch_size,
     block_keys,
@@ -82,9 +83,10 @@ class Plan(NamedTuple):
     """Static (trace-time) sizes and tables."""
 
     num_steps: int
-    block_size: int
-    leaf_size: int
-    verify: str
+    policy: RootPolicy  # how roots walk the steps (windows and/or recursion blocks)
+    seq_block: int  # largest recursion block (0: none)
+    window_size: int  # size of the per-draw verification buffers (1: no windows)
+    verify_lanes: int  # root windows verified per micro-step
     lookahead: bool
     final_query: bool
     num_draws: int
@@ -104,21 +106,17 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
     """Resolve the static sizes of a run."""
     config = config.validate()
     n = int(process.num_steps)
-    block = config.resolved_block_size(n)
-    leaf = config.resolved_leaf_size(n)
-    verify = VERIFY[config.method]
-    depth = np.zeros(block + 2, np.int32)
-    if verify == "sequence":
-        for m in range(block + 2):
-            depth[m] = 0 if m <= leaf else 1 + depth[(m + 1) // 2]
-    root_need = int(depth[block])
+    policy = config.root_policy(n, has_discrete_steps(process))
+    seq = policy.recursion_block
+    window = policy.max_window if policy.rule is not None else 1
+    depth = np.zeros(seq + 2, np.int32)
+    for m in range(seq + 2):
+        depth[m] = 0 if m <= policy.leaf_size else 1 + depth[(m + 1) // 2]
+    root_need = int(depth[seq])
 
     x_shape = jax.eval_shape(process.init, key_like)
     answer_shape = jax.eval_shape(process.query, x_shape, 0)
     slot_bytes = 3 * _nbytes(answer_shape) + _nbytes(x_shape) + 512
-    if verify != "sequence":
-        reduced = jax.eval_shape(process.reduce, x_shape, 0, answer_shape)
-        slot_bytes += block * _nbytes(reduced)
     minimum = root_need + 1
     if capacity.num_slots is None:
         wanted = num_draws * (4 * root_need + 2)
@@ -128,11 +126,11 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         num_slots = int(capacity.num_slots)
         if num_slots < minimum:
             raise ValueError(
-                f"capacity.num_slots={num_slots} is too small: blocks of {block} steps nest "
-                f"{root_need} levels of residual trials, so at least {minimum} slots are needed"
+                f"capacity.num_slots={num_slots} is too small: recursion blocks of {seq} steps "
+                f"nest {root_need} levels of residual trials: at least {minimum} slots are needed"
             )
     if capacity.max_queries is None:
-        demand = num_slots * (block + 1)
+        demand = num_slots * (seq + 1) + min(num_draws, num_slots) * (window + 1)
         affordable = max(1, capacity.memory_budget // (2 * max(1, _nbytes(answer_shape))))
         max_queries = max(1, min(demand, affordable, 1 << 16))
     else:
@@ -147,9 +145,10 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
             break
         size = max(16, size // 4)
     if capacity.max_transitions is None:
-        # gathering K slots costs K * slot_bytes per micro-step: small targets afford all
-        affordable = capacity.memory_budget // (16 * slot_bytes)
-        max_transitions = max(1, min(num_slots, max(64, affordable)))
+        # every micro-step gathers K slots in each of its phases, whether they move or not,
+        # so K * slot_bytes is per-micro-step memory traffic: keep it near 1 MiB (measured
+        # at n = 1024: K = 16 runs 7x faster than K = 288, see docs/engine.md)
+        max_transitions = max(1, min(num_slots, max(16, (1 << 20) // slot_bytes)))
     else:
         max_transitions = int(capacity.max_transitions)
         if max_transitions < 1:
@@ -160,9 +159,10 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
     max_rounds = 64 * (n + 2) * max(1, num_draws) + 1024
     return Plan(
         num_steps=n,
-        block_size=block,
-        leaf_size=leaf,
-        verify=verify,
+        policy=policy,
+        seq_block=seq,
+        window_size=window,
+        verify_lanes=max(1, min(num_draws, max_transitions)),
         lookahead=bool(config.lookahead),
         final_query=bool(process.final_query),
         num_draws=num_draws,
@@ -182,6 +182,7 @@ class EngineState(NamedTuple):
     started: Array  # bool[D]
     rounds: Array  # int32[D]
     queries: Array  # int32[D]
+    rows: Any  # [D, W, ...]: reduced target answers of each draw's current root window
     next_draw: Array  # int32
     total_rounds: Array  # int32
     stalled: Array  # bool
@@ -214,7 +215,8 @@ class _Scheduler:
 
     # ----------------------------------------------------- local transitions (one slot)
     def local_step(self, s: Pool) -> Pool:
-        """Advance one task through the transitions that need no oracle answer."""
+        """Advance one task through the transitions that need no oracle answer (root windows
+        are verified per draw, in :meth:`verify_windows`)."""
         p, plan = self.process, self.plan
         block_key = self.block_key(s)
 
@@ -238,81 +240,41 @@ class _Scheduler:
             s,
         )
 
-        # (b) a scored speculation: accept / reject (sequence) or verify (assd, block)
-        decide = (s.status == Status.SCORING) & (s.score_next == s.score_end)
+        # (b) a scored speculation of a recursion block: accept, or start the residual loop
+        decide = (s.status == Status.SCORING) & (s.score_next == s.score_end) & ~s.verifying
         length = s.block_end - s.block_start
-        if plan.verify == "sequence":
-            k_spec, k_accept, k_residual = block_keys(block_key)
-            log_nu = p.spec_logp(s.x, s.block_start, length, s.answer)
-            accepted = speculation_accepts(k_accept, s.log_mu_block, log_nu)
-            accept_state = s._replace(status=Status.BLOCK_DONE, cursor=s.block_end)
-            reject_state = s._replace(
-                status=Status.WAITING,
-                epoch=s.epoch + 1,
-                key_residual=k_residual,
-                trial_next=jnp.zeros_like(s.trial_next),
-                batch=jnp.zeros_like(s.batch),
-                batch_end=self.batch_sizes[0] + jnp.zeros_like(s.batch_end),
-                best_trial=jnp.full_like(s.best_trial, NO_TRIAL),
-            )
-            s = _where(decide, _where(accepted, accept_state, reject_state), s)
-        else:
-            k_spec, k_verify = jax.random.split(block_key)
-            steps = jnp.minimum(s.block_start + jnp.arange(plan.block_size), s.block_end - 1)
-            draft_rows = jax.vmap(p.spec_reduce, (None, 0, None))(s.x, steps, s.answer)
-            values = jax.vmap(p.step_value, (None, 0))(s.x, steps)
-            verdict = VERIFIERS[plan.verify](k_verify, s.rows, draft_rows, values, length)
-            full = verdict.kept == length
-            corrected = p.set_step_value(
-                s.x, jnp.minimum(s.block_start + verdict.kept, s.block_end - 1), verdict.correction
-            )
-            verified = s._replace(
-                status=Status.BLOCK_DONE,
-                x=_where(full, s.x, corrected),
-                cursor=jnp.where(full, s.block_end, s.block_start + verdict.kept + 1),
-                has_next=s.has_next & full,
-            )
-            s = _where(decide, verified, s)
+        k_spec, k_accept, k_residual = block_keys(block_key)
+        log_nu = p.spec_logp(s.x, s.block_start, length, s.answer)
+        accepted = speculation_accepts(k_accept, s.log_mu_block, log_nu)
+        accept_state = s._replace(status=Status.BLOCK_DONE, cursor=s.block_end)
+        reject_state = s._replace(
+            status=Status.WAITING,
+            epoch=s.epoch + 1,
+            key_residual=k_residual,
+            trial_next=jnp.zeros_like(s.trial_next),
+            batch=jnp.zeros_like(s.batch),
+            batch_end=self.batch_sizes[0] + jnp.zeros_like(s.batch_end),
+            best_trial=jnp.full_like(s.best_trial, NO_TRIAL),
+        )
+        s = _where(decide, _where(accepted, accept_state, reject_state), s)
 
         # (c) a finished block: move the driver to the next block or finish the range
-        block_done = s.status == Status.BLOCK_DONE
-        is_root = s.parent < 0
-        next_end = jnp.where(is_root, jnp.minimum(s.cursor + plan.block_size, s.stop), s.stop)
-        finished = s.cursor >= s.stop
-        advanced = s._replace(
-            status=jnp.where(finished, Status.FINISHED, Status.START),
-            answer=s.answer_next,
-            has_answer=s.has_next,
-            has_next=jnp.zeros_like(s.has_next),
-            log_mu_total=s.log_mu_total + s.log_mu_block,
-            log_mu_block=jnp.zeros_like(s.log_mu_block),
-            block_index=s.block_index + 1,
-            block_start=s.cursor,
-            block_end=jnp.where(finished, s.block_end, next_end),
-        )
-        s = _where(block_done, advanced, s)
+        s = _where(s.status == Status.BLOCK_DONE, self.next_block(s), s)
 
         # (d) a new block: leaf, speculate (answer known) or ask for O_a
         starting = s.status == Status.START
         block_key = self.block_key(s)
         length = s.block_end - s.block_start
-        is_leaf = (length <= plan.leaf_size) if plan.verify == "sequence" else (length < 0)
-        if plan.verify == "sequence":
-            k_spec = block_keys(block_key)[0]
-        else:
-            k_spec = jax.random.split(block_key)[0]
+        is_leaf = (length <= plan.policy.leaf_size) & ~s.verifying
+        k_spec = jnp.where(s.verifying, jax.random.split(block_key)[0], block_keys(block_key)[0])
         x_spec = p.spec_sample(k_spec, s.x, s.block_start, length, s.answer)
         first = p.reduce(x_spec, s.block_start, s.answer)
-        rows = s.rows
-        if plan.verify != "sequence":
-            rows = jax.tree.map(lambda buf, row: buf.at[0].set(row), s.rows, first)
         speculated = s._replace(
             status=jnp.full_like(s.status, Status.SCORING),
             x=x_spec,
             log_mu_block=p.target_logp(x_spec, s.block_start, first),
             score_next=s.block_start + 1,
             score_end=s.block_end + self.wants_lookahead(s.block_end).astype(jnp.int32),
-            rows=rows,
         )
         leaf_state = s._replace(
             status=jnp.full_like(s.status, Status.LEAF),
@@ -342,6 +304,106 @@ class _Scheduler:
         )
         return s
 
+    def next_block(self, s: Pool) -> Pool:
+        """After a block: a trial runs its right half; a root follows its
+        :class:`~numpyro_autospec.config.RootPolicy` (a recursion block after a window that
+        advanced fewer than ``floor`` steps, else the next window, of adapted size)."""
+        policy = self.plan.policy
+        is_root = s.parent < 0
+        finished = s.cursor >= s.stop
+        if policy.rule is None:
+            verifying = jnp.zeros_like(s.verifying)
+            root_end = jnp.minimum(s.cursor + policy.recursion_block, s.stop)
+            window, advanced, windows, window_start = (
+                s.window,
+                s.advanced,
+                s.windows,
+                s.window_start,
+            )
+        else:
+            partial = s.verifying & (s.cursor < s.block_end)
+            fallback = (
+                partial & (s.cursor - s.block_start < policy.floor) & (policy.recursion_block > 0)
+            )
+            done = ~fallback  # the window (and its fallback block, if any) is over
+            advanced = s.advanced + jnp.where(done, s.cursor - s.window_start, 0)
+            windows = s.windows + done.astype(jnp.int32)
+            window = s.window
+            if policy.window_growth > 0:
+                adapted = jnp.clip(
+                    policy.window_growth * advanced // jnp.maximum(windows, 1),
+                    policy.min_window,
+                    policy.max_window,
+                )
+                window = jnp.where(done, adapted, s.window)
+            verifying = ~fallback
+            root_end = jnp.where(
+                fallback,
+                jnp.minimum(s.cursor + policy.recursion_block, s.stop),
+                jnp.minimum(s.cursor + window, s.stop),
+            )
+            window_start = jnp.where(done, s.cursor, s.window_start)
+        return s._replace(
+            status=jnp.where(finished, Status.FINISHED, Status.START),
+            answer=s.answer_next,
+            has_answer=s.has_next,
+            has_next=jnp.zeros_like(s.has_next),
+            log_mu_total=s.log_mu_total + s.log_mu_block,
+            log_mu_block=jnp.zeros_like(s.log_mu_block),
+            block_index=s.block_index + 1,
+            block_start=s.cursor,
+            block_end=jnp.where(finished, s.block_end, jnp.where(is_root, root_end, s.stop)),
+            verifying=is_root & verifying & ~finished,
+            window=jnp.where(is_root, window, s.window),
+            advanced=jnp.where(is_root, advanced, s.advanced),
+            windows=jnp.where(is_root, windows, s.windows),
+            window_start=jnp.where(is_root, window_start, s.window_start),
+        )
+
+    def verify_windows(self, pool: Pool, rows) -> tuple[Pool, Array]:
+        """Verify the scored root windows (up to ``verify_lanes`` of them): keep the longest
+        valid prefix plus a corrected step (:mod:`numpyro_autospec.verification`).  The target
+        rows of steps ``a+1..`` were stored per draw by the rounds; row ``a`` is recomputed
+        from ``O_a`` (the same value the speculation used)."""
+        plan, p = self.plan, self.process
+        P, W = plan.num_slots, plan.window_size
+        ready = (
+            (pool.status == Status.SCORING) & pool.verifying & (pool.score_next == pool.score_end)
+        )
+        (slots,) = jnp.nonzero(ready, size=plan.verify_lanes, fill_value=P)
+
+        def verify(pool):
+            s = gather(pool, jnp.minimum(slots, P - 1))
+            draw_rows = gather(rows, s.draw)
+
+            def one(s, target_rows):
+                _, k_verify = jax.random.split(self.block_key(s))
+                length = s.block_end - s.block_start
+                steps = jnp.minimum(s.block_start + jnp.arange(W), s.block_end - 1)
+                first = p.reduce(s.x, s.block_start, s.answer)
+                target_rows = jax.tree.map(lambda buf, r: buf.at[0].set(r), target_rows, first)
+                draft_rows = jax.vmap(p.spec_reduce, (None, 0, None))(s.x, steps, s.answer)
+                values = jax.vmap(p.step_value, (None, 0))(s.x, steps)
+                verdict = VERIFIERS[plan.policy.rule](
+                    k_verify, target_rows, draft_rows, values, length
+                )
+                full = verdict.kept == length
+                corrected = p.set_step_value(
+                    s.x,
+                    jnp.minimum(s.block_start + verdict.kept, s.block_end - 1),
+                    verdict.correction,
+                )
+                return s._replace(
+                    status=jnp.full_like(s.status, Status.BLOCK_DONE),
+                    x=_where(full, s.x, corrected),
+                    cursor=jnp.where(full, s.block_end, s.block_start + verdict.kept + 1),
+                    has_next=s.has_next & full,
+                )
+
+            return scatter(pool, slots, jax.vmap(one)(s, draw_rows))
+
+        return jax.lax.cond(jnp.any(ready), verify, lambda pool: pool, pool), jnp.any(ready)
+
     def is_local(self, pool: Pool) -> Array:
         st = pool.status
         return (
@@ -349,7 +411,7 @@ class _Scheduler:
             | (st == Status.BLOCK_DONE)
             | (st == Status.FINISHED)
             | ((st == Status.LEAF) & pool.has_answer)
-            | ((st == Status.SCORING) & (pool.score_next == pool.score_end))
+            | ((st == Status.SCORING) & (pool.score_next == pool.score_end) & ~pool.verifying)
         )
 
     # ----------------------------------------------------------------- micro-step
@@ -417,13 +479,18 @@ class _Scheduler:
             ),
         )
 
-        # 4. local transitions of up to K tasks
+        # 4. root windows whose scoring round is done: verification (per draw)
+        verified = jnp.array(False)
+        if plan.policy.rule is not None:
+            pool, verified = self.verify_windows(pool, state.rows)
+
+        # 5. local transitions of up to K tasks
         local = self.is_local(pool)
         (movers,) = jnp.nonzero(local, size=K, fill_value=P)
         moved = jax.vmap(self.local_step)(gather(pool, jnp.minimum(movers, P - 1)))
         pool = scatter(pool, movers, moved)
 
-        # 5. completed draws: write their outputs and free their slots
+        # 6. completed draws: write their outputs and free their slots
         (completing,) = jnp.nonzero(pool.status == Status.COMPLETE, size=K, fill_value=P)
         valid = completing < P
         comp = gather(pool, jnp.minimum(completing, P - 1))
@@ -438,7 +505,7 @@ class _Scheduler:
             epoch=pool.epoch.at[freed].add(1, mode="drop"),
         )
 
-        # 6. spawn residual trials and start new draws, keeping the pool deadlock-free
+        # 7. spawn residual trials and start new draws, keeping the pool deadlock-free
         pool, next_draw, started, spawned = self.admit(pool, state)
 
         progressed = (
@@ -446,6 +513,7 @@ class _Scheduler:
             | jnp.any(reporter < P)
             | jnp.any(resolved | exhausted)
             | jnp.any(movers < P)
+            | verified
             | jnp.any(completing < P)
             | spawned
         )
@@ -465,8 +533,8 @@ class _Scheduler:
         length = pool.block_end - pool.block_start
         need = jnp.where(
             waiting,
-            self.depth[jnp.clip(length, 0, plan.block_size + 1)],
-            self.depth[jnp.clip(pool.max_block, 0, plan.block_size + 1)],
+            self.depth[jnp.clip(length, 0, plan.seq_block + 1)],
+            self.depth[jnp.clip(pool.max_block, 0, plan.seq_block + 1)],
         )
         leaves = live & (live_children == 0)
         free = jnp.sum(~live)
@@ -490,13 +558,13 @@ class _Scheduler:
         )
         spawn_parent = jnp.concatenate([jnp.minimum(first_parent, P - 1), extra_parent])
         offset = jnp.concatenate([jnp.zeros(K, jnp.int32), extra_offset])
-        child_need = self.depth[jnp.clip((length[spawn_parent] + 1) // 2, 0, plan.block_size + 1)]
+        child_need = self.depth[jnp.clip((length[spawn_parent] + 1) // 2, 0, plan.seq_block + 1)]
         spawn_cost = jnp.concatenate([jnp.zeros(K, jnp.int32), 1 + child_need[K:]])
 
         # new draws
         root_draw = state.next_draw + index
         root_valid = root_draw < plan.num_draws
-        root_cost = jnp.full((K,), 1 + int(plan.depth[plan.block_size]), jnp.int32)
+        root_cost = jnp.full((K,), 1 + int(plan.depth[plan.seq_block]), jnp.int32)
 
         is_first = jnp.concatenate([first_valid, jnp.zeros(2 * K, bool)])
         valid = jnp.concatenate([first_valid, extra_valid, root_valid])
@@ -540,6 +608,7 @@ class _Scheduler:
             log_mu_block=jnp.zeros((K2,), jnp.float32),
             log_mu_total=jnp.zeros((K2,), jnp.float32),
             best_trial=jnp.full((K2,), NO_TRIAL, jnp.int32),
+            verifying=jnp.zeros((K2,), bool),
         )
         pool = scatter(pool, spawn_destination, children)
         spawned_per_parent = jax.ops.segment_sum(
@@ -548,6 +617,8 @@ class _Scheduler:
         pool = pool._replace(trial_next=pool.trial_next + spawned_per_parent)
 
         # roots
+        policy = plan.policy
+        first_block = policy.first_window if policy.rule is not None else policy.recursion_block
         draw = jnp.minimum(root_draw, plan.num_draws - 1)
         k_init, k_run = jax.vmap(jax.random.split, out_axes=1)(self.keys[draw])
         x0 = jax.vmap(self.process.init)(k_init)
@@ -563,10 +634,15 @@ class _Scheduler:
             key_first=k_run,
             start=zeros,
             stop=zeros + plan.num_steps,
-            max_block=zeros + plan.block_size,
+            max_block=zeros + plan.seq_block,
             block_index=zeros,
             block_start=zeros,
-            block_end=zeros + min(plan.block_size, plan.num_steps),
+            block_end=zeros + min(first_block, plan.num_steps),
+            verifying=jnp.full((K,), policy.rule is not None),
+            window=zeros + policy.first_window,
+            advanced=zeros,
+            windows=zeros,
+            window_start=zeros,
             cursor=zeros,
             x=x0,
             has_answer=jnp.zeros((K,), bool),
@@ -639,11 +715,14 @@ class _Scheduler:
             pool.log_mu_block
             + jax.ops.segment_sum(jnp.where(in_block, log_mu, 0.0), target, P + 1)[:P]
         )
-        rows = pool.rows
-        if plan.verify != "sequence":
-            position = jnp.clip(step - pool.block_start[slot], 0, plan.block_size - 1)
+        rows = state.rows
+        if plan.policy.rule is not None:
+            position = jnp.clip(step - pool.block_start[slot], 0, plan.window_size - 1)
+            row_target = jnp.where(in_block & pool.verifying[slot], pool.draw[slot], plan.num_draws)
             rows = jax.tree.map(
-                lambda buf, row: buf.at[target, position].set(row, mode="drop"), rows, reduced
+                lambda buf, row: buf.at[row_target, position].set(row, mode="drop"),
+                rows,
+                reduced,
             )
         taken = jax.ops.segment_sum(
             (valid & scoring).astype(jnp.int32), jnp.where(valid & scoring, slot, P), P + 1
@@ -659,7 +738,6 @@ class _Scheduler:
         )
         pool = pool._replace(
             log_mu_block=log_mu_block,
-            rows=rows,
             score_next=pool.score_next + taken,
             answer=scatter(pool.answer, answer_target, answers),
             has_answer=pool.has_answer.at[answer_target].set(True, mode="drop"),
@@ -674,7 +752,7 @@ class _Scheduler:
                 : plan.num_draws
             ]
         )
-        return state._replace(pool=pool, queries=queries)
+        return state._replace(pool=pool, queries=queries, rows=rows)
 
     def round(self, state: EngineState) -> EngineState:
         state = self.transitions(state)
@@ -703,17 +781,19 @@ class _Scheduler:
             lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(p.query, x_like, 0)
         )
         reduced_like = jax.eval_shape(p.reduce, x_like, 0, answer_like)
-        rows_size = plan.block_size if plan.verify != "sequence" else 1
-        rows_like = jax.tree.map(lambda s: jnp.zeros((rows_size,) + s.shape, s.dtype), reduced_like)
-        output_like = jax.eval_shape(p.output, x_like, answer_like if plan.final_query else None)
         D = plan.num_draws
+        rows = jax.tree.map(
+            lambda s: jnp.zeros((D, plan.window_size) + s.shape, s.dtype), reduced_like
+        )
+        output_like = jax.eval_shape(p.output, x_like, answer_like if plan.final_query else None)
         state = EngineState(
-            pool=empty_pool(plan.num_slots, key_like, x_like, answer_like, rows_like),
+            pool=empty_pool(plan.num_slots, key_like, x_like, answer_like),
             output=jax.tree.map(lambda s: jnp.zeros((D,) + s.shape, s.dtype), output_like),
             done=jnp.zeros(D, bool),
             started=jnp.zeros(D, bool),
             rounds=jnp.zeros(D, jnp.int32),
             queries=jnp.zeros(D, jnp.int32),
+            rows=rows,
             next_draw=jnp.array(0, jnp.int32),
             total_rounds=jnp.array(0, jnp.int32),
             stalled=jnp.array(False),

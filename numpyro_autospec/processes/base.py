@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from jax import Array
 
-__all__ = ["Process", "DiscreteStepProcess"]
+__all__ = ["Process", "DiscreteStepProcess", "has_discrete_steps"]
 
 State = Any
 Answer = Any
@@ -83,3 +83,11 @@ class DiscreteStepProcess(Process, Protocol):
 
     def set_step_value(self, x: State, k: Array, value: Array) -> State:
         """``x`` with the value of step ``k`` replaced."""
+
+
+def has_discrete_steps(process: Process) -> bool:
+    """Whether ``process`` implements :class:`DiscreteStepProcess` (what verification needs)."""
+    return all(
+        callable(getattr(process, name, None))
+        for name in ("spec_reduce", "step_value", "set_step_value")
+    ) and hasattr(process, "num_categories")

@@ -26,7 +26,11 @@ from tests.gof import assert_gof, chisquare_gof, encode_configurations
 N, Q = 4, 3
 CONFIGS = {
     "autospec": SamplerConfig(),
-    "autospec-block2": SamplerConfig(block_size=2, growth=0.5),
+    # windows that keep fewer than 4 steps are followed by a recursion block of 3 steps
+    "autospec-fallback": SamplerConfig(window=2, min_window=1, floor=4, fallback=3),
+    "autospec-adaptive": SamplerConfig(window=1, min_window=1, window_growth=2, floor=2),
+    "paper": SamplerConfig(root_windows=False),
+    "paper-block2": SamplerConfig(root_windows=False, block_size=2, growth=0.5),
     "assd": SamplerConfig(method="assd", block_size=3),
     "block": SamplerConfig(method="block", block_size=4),
     "sequential": SamplerConfig(method="sequential"),
@@ -66,7 +70,7 @@ def test_draws_equal_the_reference(name):
     assert np.all(queries <= ref_queries)  # the engine cancels losing trials
 
 
-@pytest.mark.parametrize("name", ["autospec", "assd", "block"])
+@pytest.mark.parametrize("name", ["autospec-fallback", "paper", "assd", "block"])
 def test_capacities_do_not_change_draws(name):
     config = CONFIGS[name]
     process = AnyOrderProcess(random_table(1), N, Q)
@@ -78,7 +82,7 @@ def test_capacities_do_not_change_draws(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["autospec", "assd", "block"])
+@pytest.mark.parametrize("name", ["autospec", "autospec-fallback", "paper", "assd", "block"])
 def test_exact_on_random_table(name):
     """40 000 draws, chi-square over all 81 cells (detects an absolute error of 0.01 in a
     cell of probability 0.05, tests/gof.py power_draws)."""
@@ -93,7 +97,11 @@ def test_exact_on_random_table(name):
 def test_exact_with_a_starved_pool():
     oracle = random_table(3)
     value, _, _ = engine_draws(
-        AnyOrderProcess(oracle, N, Q), jax.random.PRNGKey(14), 20_000, SamplerConfig(), STARVED
+        AnyOrderProcess(oracle, N, Q),
+        jax.random.PRNGKey(14),
+        20_000,
+        CONFIGS["autospec-fallback"],
+        STARVED,
     )
     assert_gof(encode_configurations(value, Q), probs_of(oracle.log_probs), threshold=1e-4)
 
@@ -107,7 +115,9 @@ def test_exact_for_inconsistent_oracle_and_infilling():
     process = AnyOrderProcess(
         oracle, N, Q, observed_values=observed, observed_mask=mask, order=order
     )
-    value, _, _ = engine_draws(process, jax.random.PRNGKey(15), 40_000, SamplerConfig())
+    value, _, _ = engine_draws(
+        process, jax.random.PRNGKey(15), 40_000, CONFIGS["autospec-fallback"]
+    )
     assert (value[:, 1] == 2).all()
     expected = probs_of(oracle.sequential_log_probs(order, observed, mask))
     assert_gof(encode_configurations(value, Q), expected, threshold=1e-4)
@@ -129,7 +139,7 @@ def test_wrong_sampler_is_caught(monkeypatch):
     monkeypatch.setattr(scheduler, "residual_accepts", lambda key, log_mu, log_nu: True)
     oracle = random_table(2)
     value, _, _ = engine_draws(
-        AnyOrderProcess(oracle, N, Q), jax.random.PRNGKey(13), 8_000, SamplerConfig()
+        AnyOrderProcess(oracle, N, Q), jax.random.PRNGKey(13), 8_000, CONFIGS["paper"]
     )
     result = chisquare_gof(encode_configurations(value, Q), probs_of(oracle.log_probs))
     assert result.p_value <= 1e-4
