@@ -1,7 +1,12 @@
 """Rounds and queries of the *reference* sampler (the executable specification) on
 Curie-Weiss, next to sequential sampling.
 
-    .venv/bin/python benchmarks/reference_rounds.py --sizes 64 256 1024 --draws 20
+    .venv/bin/python benchmarks/reference_rounds.py --sizes 64 256 1024 --draws 20 --root paper
+    .venv/bin/python benchmarks/reference_rounds.py --sizes 64 256 1024 --draws 20 --root windows
+
+``--root paper`` is the paper's recursion as written (``root_windows=False``: one recursion
+block of n steps); ``--root windows`` the default ``autospec`` root (block-verified windows
+with recursion blocks as fallback).
 
 The reference is plain Python recursion (slow); the engine reproduces its rounds exactly
 (tests/engine/test_scheduler.py), so use benchmarks/rounds.py for large sweeps.
@@ -20,6 +25,8 @@ from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.oracles import CurieWeissOracle
 from numpyro_autospec.processes import AnyOrderProcess
 
+CONFIGS = {"paper": SamplerConfig(root_windows=False), "windows": SamplerConfig()}
+
 
 def main(args: argparse.Namespace) -> None:
     print(
@@ -30,7 +37,7 @@ def main(args: argparse.Namespace) -> None:
         process = AnyOrderProcess(CurieWeissOracle(n, beta=args.beta), n, 2)
         start = time.time()
         _, rounds, queries = reference.sample_many(
-            process, jax.random.PRNGKey(n), args.draws, SamplerConfig()
+            process, jax.random.PRNGKey(n), args.draws, CONFIGS[args.root]
         )
         print(
             f"{n:>6} {rounds.mean():>12.1f} {np.percentile(rounds, 90):>11.1f} "
@@ -44,4 +51,5 @@ if __name__ == "__main__":
     parser.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024])
     parser.add_argument("--draws", type=int, default=20)
     parser.add_argument("--beta", type=float, default=1.0)
+    parser.add_argument("--root", choices=sorted(CONFIGS), default="paper")
     main(parser.parse_args())
