@@ -34,6 +34,7 @@ from jax import Array
 
 from numpyro_autospec.config import RootPolicy, SamplerConfig
 from numpyro_autospec.engine.pool import NO_TRIAL, Pool, Status, empty_pool, gather, scatter
+from numpyro_autospec.oracles.validation import OracleError
 from numpyro_autospec.processes.base import has_discrete_steps
 from numpyro_autospec.rejection import (
     batch_size,
@@ -131,7 +132,11 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
             )
     if capacity.max_queries is None:
         demand = num_slots * (seq + 1) + min(num_draws, num_slots) * (window + 1)
-        affordable = max(1, capacity.memory_budget // (2 * max(1, _nbytes(answer_shape))))
+        # a query holds its answer and, unless the process has batched forms, a copy of its
+        # slot's state
+        batched = hasattr(process, "query_batch") and hasattr(process, "score_batch")
+        query_bytes = _nbytes(answer_shape) + (0 if batched else _nbytes(x_shape))
+        affordable = max(1, capacity.memory_budget // (2 * max(1, query_bytes)))
         max_queries = max(1, min(demand, affordable, 1 << 16))
     else:
         max_queries = int(capacity.max_queries)
@@ -183,6 +188,7 @@ class EngineState(NamedTuple):
     rounds: Array  # int32[D]
     queries: Array  # int32[D]
     rows: Any  # [D, W, ...]: reduced target answers of each draw's current root window
+    defect: Array  # int32[4]: (code, row, step, draw) of the first defective answer; code 0: none
     next_draw: Array  # int32
     total_rounds: Array  # int32
     stalled: Array  # bool
@@ -192,9 +198,31 @@ def _where(condition, new, old):
     return jax.tree.map(lambda a, b: jnp.where(condition, a, b), new, old)
 
 
+def _nonfinite_defect(answer) -> tuple[Array, Array]:
+    """Generic answer check: code 1 (NaN) or 2 (+-inf) and the first offending flat index."""
+    flat = jnp.concatenate([jnp.ravel(leaf) for leaf in jax.tree.leaves(answer)])
+    nan, inf = jnp.isnan(flat), jnp.isinf(flat)
+    code = jnp.where(jnp.any(nan), 1, jnp.where(jnp.any(inf), 2, 0)).astype(jnp.int32)
+    return code, jnp.argmax(jnp.where(code == 1, nan, inf)).astype(jnp.int32)
+
+
+def _describe(process, code: int, row: int, step: int) -> str:
+    describe = getattr(process, "describe_defect", None)
+    if describe is not None:
+        return describe(code, row, step)
+    kind = {1: "NaN", 2: "an infinite value"}.get(code, f"defect code {code}")
+    return f"the oracle of {process!r} returned {kind} (entry {row}) for the query at step {step}"
+
+
 class _Scheduler:
-    def __init__(self, process, config: SamplerConfig, plan_: Plan, keys: Array):
+    def __init__(
+        self, process, config: SamplerConfig, plan_: Plan, keys: Array, validate: bool = True
+    ):
         self.process = process
+        self.validate = validate
+        self.answer_defect = getattr(process, "answer_defect", None) or (
+            lambda x, k, answer: _nonfinite_defect(answer)
+        )
         self.config = config
         self.plan = plan_
         self.keys = keys
@@ -702,14 +730,32 @@ class _Scheduler:
             pool.score_next[slot] + offset,
             jnp.where(status == Status.NEED_FINAL, plan.num_steps, pool.cursor[slot]),
         )
-        x = gather(pool.x, slot)
-        answers = jax.vmap(p.query)(x, step)
+        # the batched forms index the pool directly (no per-query copy of a whole state)
+        batched = hasattr(p, "query_batch") and hasattr(p, "score_batch")
+        x = None if batched and not hasattr(p, "answer_defect") else gather(pool.x, slot)
+        if batched:
+            answers = p.query_batch(pool.x, slot, step)
+        else:
+            answers = jax.vmap(p.query)(x, step)
+        defect = state.defect
+        if self.validate:
+            if x is None:
+                codes, rows_hit = jax.vmap(_nonfinite_defect)(answers)
+            else:
+                codes, rows_hit = jax.vmap(self.answer_defect)(x, step, answers)
+            bad = valid & (codes > 0)
+            first = jnp.argmax(bad)
+            record = jnp.stack([codes[first], rows_hit[first], step[first], pool.draw[slot[first]]])
+            defect = jnp.where(jnp.any(bad) & (state.defect[0] == 0), record, state.defect)
 
         # scoring queries: accumulate target log-densities (and rows for verification)
         in_block = valid & scoring & (step < pool.block_end[slot])
         safe_step = jnp.minimum(step, plan.num_steps - 1)
-        reduced = jax.vmap(p.reduce)(x, safe_step, answers)
-        log_mu = jax.vmap(p.target_logp)(x, safe_step, reduced)
+        if batched:
+            reduced, log_mu = p.score_batch(pool.x, slot, safe_step, answers)
+        else:
+            reduced = jax.vmap(p.reduce)(x, safe_step, answers)
+            log_mu = jax.vmap(p.target_logp)(x, safe_step, reduced)
         target = jnp.where(in_block, slot, P)
         log_mu_block = (
             pool.log_mu_block
@@ -752,7 +798,7 @@ class _Scheduler:
                 : plan.num_draws
             ]
         )
-        return state._replace(pool=pool, queries=queries, rows=rows)
+        return state._replace(pool=pool, queries=queries, rows=rows, defect=defect)
 
     def round(self, state: EngineState) -> EngineState:
         state = self.transitions(state)
@@ -794,25 +840,39 @@ class _Scheduler:
             rounds=jnp.zeros(D, jnp.int32),
             queries=jnp.zeros(D, jnp.int32),
             rows=rows,
+            defect=jnp.zeros(4, jnp.int32),
             next_draw=jnp.array(0, jnp.int32),
             total_rounds=jnp.array(0, jnp.int32),
             stalled=jnp.array(False),
         )
 
         def cond(state):
-            return ~jnp.all(state.done) & ~state.stalled & (state.total_rounds < plan.max_rounds)
+            running = ~jnp.all(state.done) & ~state.stalled & (state.defect[0] == 0)
+            return running & (state.total_rounds < plan.max_rounds)
 
         state = jax.lax.while_loop(cond, self.round, state)
-        jax.debug.callback(_raise_if_stalled, state.stalled | ~jnp.all(state.done))
+        jax.debug.callback(
+            self._raise_if_failed, state.defect, state.stalled | ~jnp.all(state.done)
+        )
         return Samples(state.output, state.rounds, state.queries)
 
-
-def _raise_if_stalled(stalled) -> None:
-    if np.any(stalled):
-        raise RuntimeError(
-            "the autospeculation scheduler stopped before every draw was complete; this is a "
-            "bug, please report it with the process and capacities used"
-        )
+    def _raise_if_failed(self, defect, incomplete) -> None:
+        """Host side: a defective oracle answer (validation), or an incomplete run (a bug)."""
+        defect, incomplete = np.asarray(defect), np.asarray(incomplete)
+        if defect.ndim > 1:  # under vmap: the first pool with a defect
+            index = int(np.argmax(defect[..., 0].reshape(-1) > 0))
+            defect = defect.reshape(-1, 4)[index]
+        code, row, step, draw = (int(v) for v in defect)
+        if code:
+            raise OracleError(
+                f"{_describe(self.process, code, row, step)} (draw {draw}); pass "
+                "validate=False to skip these checks"
+            )
+        if np.any(incomplete):
+            raise RuntimeError(
+                "the autospeculation scheduler stopped before every draw was complete; this is "
+                "a bug, please report it with the process and capacities used"
+            )
 
 
 def run(
@@ -820,12 +880,20 @@ def run(
     keys: Array,
     config: SamplerConfig | None = None,
     capacity: Capacity | None = None,
+    *,
+    validate: bool = True,
 ) -> Samples:
     """Draw ``len(keys)`` exact samples from ``process``, sharing one task pool.
 
     Draw ``i`` equals ``numpyro_autospec.reference.sample(process, keys[i], config).value``;
     ``rounds[i]`` and ``queries[i]`` are what the scheduler executed for it.  Pure JAX: works
     under ``jit`` and ``vmap`` (``process``, ``config`` and ``capacity`` are static).
+
+    With ``validate`` (default) every oracle answer is checked inside the compiled program
+    (``process.answer_defect``: for any-order oracles NaN, ``+inf`` and unnormalized rows of
+    free sites; otherwise NaN and infinities); the run stops at the first defect and raises
+    :class:`~numpyro_autospec.oracles.OracleError` naming the site, the row and the step.
+    ``validate=False`` skips the checks (about one extra pass over each answer).
 
     Example
     -------
@@ -845,4 +913,4 @@ def run(
     if keys.ndim != 2:
         raise ValueError(f"keys must be a batch of PRNG keys of shape [D, 2], got {keys.shape}")
     plan_ = plan(process, config, capacity, keys.shape[0], keys[0])
-    return _Scheduler(process, config, plan_, keys).run()
+    return _Scheduler(process, config, plan_, keys, validate).run()

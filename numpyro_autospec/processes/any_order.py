@@ -28,7 +28,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from numpyro_autospec.oracles.validation import check_permutation, check_values_in_support
+from numpyro_autospec.oracles.validation import (
+    check_permutation,
+    check_values_in_support,
+    describe_defect,
+    log_marginals_defect,
+)
 
 __all__ = ["AnyOrderProcess", "AnyOrderState"]
 
@@ -201,6 +206,17 @@ class AnyOrderProcess:
 
     def set_step_value(self, x: AnyOrderState, k: Array, value: Array) -> AnyOrderState:
         return x._replace(values=x.values.at[self._site(x, k)].set(value.astype(jnp.int32)))
+
+    # -- validation --------------------------------------------------------------------------
+    def answer_defect(self, x: AnyOrderState, k: Array, answer: Array) -> tuple[Array, Array]:
+        """``(code, row)`` of the first defect of ``query(x, k)`` (traceable; code 0: none),
+        see :func:`~numpyro_autospec.oracles.log_marginals_defect`."""
+        return tuple(log_marginals_defect(answer, x.rank < self.num_observed + k))
+
+    def describe_defect(self, code: int, row: int, step: int) -> str:
+        """Host side: the sentence for a defect found by :meth:`answer_defect`."""
+        message = describe_defect(code, row, name="log_marginals")
+        return f"site {self.name!r}: {message} (query at step {step})"
 
     def output(self, x: AnyOrderState, final_answer=None) -> Array:
         return x.values

@@ -18,6 +18,11 @@ Conventions
   same oracle, frozen at ``a``).
 * ``a``, ``m`` and ``k`` may be traced integers: every method must have static shapes.
 * All methods are pure; the samplers vmap them over batches of queries and draws.
+* Optional batched forms for the engine, for processes with large states:
+  ``query_batch(states, slot, k)`` (the answers ``query(states[slot[i]], k[i])``) and
+  ``score_batch(states, slot, k, answers)`` (``reduce`` and ``target_logp`` of those steps),
+  where ``states`` is the pool's stacked state; they let a query read only what it needs
+  instead of a gathered copy of its slot's whole state.
 """
 
 from __future__ import annotations

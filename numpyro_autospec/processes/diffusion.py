@@ -264,6 +264,23 @@ class DiffusionProcess:
         """The whole answer: step ``k`` needs the drift and nothing else."""
         return answer
 
+    # -- batched forms for the engine (read only the rows each query needs) ------------------
+    def query_batch(self, states: DiffusionState, slot: Array, k: Array) -> Array:
+        """``query(states[slot[i]], k[i])`` for every ``i``, reading :math:`y_k` only (the
+        engine's pool holds one path per slot; gathering whole paths per query would move
+        :math:`O(N d)` floats per query)."""
+        return jax.vmap(self.denoiser)(self.times[k], states.path[slot, k])
+
+    def score_batch(
+        self, states: DiffusionState, slot: Array, k: Array, answers: Array
+    ) -> tuple[Array, Array]:
+        """``(reduce, target_logp)`` of step ``k[i]`` of ``states[slot[i]]`` for every ``i``."""
+        increments = states.path[slot, k + 1] - states.path[slot, k]
+        log_densities = jax.vmap(self._increment_log_density)(
+            increments, answers, self.step_sizes[k], self._log_normalizers[k]
+        )
+        return answers, log_densities
+
     # -- target ----------------------------------------------------------------------------
     def target_logp(self, x: DiffusionState, k: Array, reduced: Array) -> Array:
         """:math:`\\log \\mathcal{N}(y_{k+1};\\, y_k + h_k f(t_k, y_k),\\, h_k I)`."""
