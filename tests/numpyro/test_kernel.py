@@ -19,7 +19,6 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import pytest
-from numpyro import handlers
 from numpyro.infer import MCMC
 
 from numpyro_autospec import (
@@ -65,41 +64,126 @@ def run_mcmc(kernel, num_samples, *, num_chains=1, chain_method="sequential", se
     return mcmc
 
 
-def site_keys(rng_key, num_chains, num_samples):
-    """The key of the model's first sample site at each iteration of each chain: MCMC splits
-    the run key per chain, the kernel splits its state key per draw, ``handlers.seed`` gives
-    the first site ``split(draw_key)[1]`` (the same as ``numpyro.prng_key()``)."""
+def seed_keys(draw_key, num_sites):
+    """The keys ``handlers.seed`` gives the first ``num_sites`` key-consuming sites of a model
+    run with ``draw_key`` (it splits its key once per site; plates without subsampling take
+    none)."""
+    keys = []
+    for _ in range(num_sites):
+        draw_key, site_key = jax.random.split(draw_key)
+        keys.append(site_key)
+    return keys
+
+
+def site_keys(rng_key, num_chains, num_samples, num_sites=1):
+    """``[chain, iteration, site]`` keys of the model's sample sites: MCMC splits the run key
+    per chain, the kernel splits its state key once per draw (warmup iterations draw
+    nothing and leave it alone)."""
     chain_keys = jax.random.split(rng_key, num_chains) if num_chains > 1 else [rng_key]
     keys = []
     for key in chain_keys:
         for _ in range(num_samples):
             key, draw_key = jax.random.split(key)
-            keys.append(handlers.seed(numpyro.prng_key, draw_key)())
-    return jnp.stack(keys)
+            keys.append(jnp.stack(seed_keys(draw_key, num_sites)))
+    return jnp.stack(keys).reshape(num_chains, num_samples, num_sites, -1)
 
 
-@pytest.fixture(scope="module")
-def reference_expected():
-    """Reference-sampler draws and rounds for 2 chains x 12 iterations of ``table_model`` with
-    run key 0 (the engine equals the reference draw for draw, tests/engine)."""
-    process = AnyOrderProcess(TABLE, N, Q)
-    draws = [reference.sample(process, key) for key in site_keys(jax.random.PRNGKey(0), 2, 12)]
-    value = np.stack([np.asarray(draw.value) for draw in draws]).reshape(2, 12, N)
-    return value, np.array([draw.rounds for draw in draws]).reshape(2, 12)
+def reference_draws(process, keys, config=None):
+    draws = [reference.sample(process, key, config) for key in keys]
+    return np.stack([np.asarray(d.value) for d in draws]), np.array([d.rounds for d in draws])
 
 
 # ----------------------------------------------------------------------------- exactness
-@pytest.mark.parametrize("chain_method", ["sequential", "vectorized"])
-def test_draws_are_the_reference_draws(reference_expected, chain_method):
-    mcmc = run_mcmc(AutospecKernel(table_model), 12, num_chains=2, chain_method=chain_method)
+def test_sequential_chains_with_warmup_and_progress_bar(capfd):
+    """Two chains run one after another (chain_method="sequential", with the progress bar),
+    here with the sequential sampler (the chain plumbing does not depend on the method; the
+    engine runs through it in the tests below): every draw is the reference's for the key
+    NumPyro hands the site.  Warmup is a no-op, so the draws after 3 warmup iterations are
+    those of ``num_warmup=0``; the bar shows the last draw's rounds and acceptance."""
+    mcmc = MCMC(
+        AutospecKernel(table_model, method="sequential"),
+        num_warmup=3,
+        num_samples=6,
+        num_chains=2,
+        chain_method="sequential",
+    )
+    mcmc.run(jax.random.PRNGKey(0))
+    keys = site_keys(jax.random.PRNGKey(0), 2, 6)[:, :, 0].reshape(12, -1)
+    config = SamplerConfig(method="sequential")
+    value, rounds = reference_draws(AnyOrderProcess(TABLE, N, Q), keys, config)
     x = np.asarray(mcmc.get_samples(group_by_chain=True)["x"])
-    np.testing.assert_array_equal(x, reference_expected[0])
-    rounds = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["rounds"])
-    np.testing.assert_array_equal(rounds, reference_expected[1])
+    np.testing.assert_array_equal(x, value.reshape(2, 6, N))
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    assert (extra["rounds"] == N).all() and (extra["queries"] == N).all()
+    bar = capfd.readouterr().err
+    assert "warmup" in bar and "sample" in bar
+    assert f"{N} rounds, {N} queries, acceptance 1.00" in bar
 
 
-def test_parallel_chains_on_two_devices(reference_expected, tmp_path):
-    """chain_method="parallel" with two host devices (pmap), in a subprocess."""
+OBSERVED, MASK = np.array([0, 2, 0, 1]), np.array([False, True, False, True])
+
+
+@pytest.fixture(scope="module")
+def gof_run():
+    """The table and the infilling target in one run: 2 vectorized chains (each site's draws
+    of both chains in one engine pool) x 4 iterations x a plate of 2500 = 20 000 draws of
+    each site."""
+
+    def model():
+        with numpyro.plate("draws", 2500):
+            numpyro.sample("x", AnyOrderAR(TABLE, N, Q))
+            numpyro.sample("infill", AnyOrderAR(TABLE, N, Q, observed=OBSERVED, observed_mask=MASK))
+
+    return run_mcmc(AutospecKernel(model), 4, num_chains=2, chain_method="vectorized", seed=1)
+
+
+def test_vectorized_plate_draws_are_the_reference_draws(gof_run):
+    """The first 2 plate draws of each site, chain and iteration (the plate's draws of a site
+    use ``split(site_key, 2500)``) are the reference sampler's, although the draws of both
+    chains shared one engine pool."""
+    keys = site_keys(jax.random.PRNGKey(1), 2, 4, num_sites=2)
+    samples = gof_run.get_samples(group_by_chain=True)
+    for index, (name, process) in enumerate(
+        [
+            ("x", AnyOrderProcess(TABLE, N, Q)),
+            ("infill", AnyOrderProcess(TABLE, N, Q, observed_values=OBSERVED, observed_mask=MASK)),
+        ]
+    ):
+        plate_keys = jax.vmap(lambda key: jax.random.split(key, 2500)[:2])(
+            keys[:, :, index].reshape(8, -1)
+        )
+        value, _ = reference_draws(process, plate_keys.reshape(16, -1))
+        got = np.asarray(samples[name][:, :, :2]).reshape(16, N)
+        np.testing.assert_array_equal(got, value)
+
+
+def test_rounds_of_a_plate_are_the_slowest_draw(gof_run):
+    extra = gof_run.get_extra_fields(group_by_chain=True)
+    assert extra["rounds"].shape == (2, 4)
+    # two sites, each costing at least one round and at most a few for n = 4
+    assert (extra["rounds"] >= 2).all() and (extra["queries"] >= 2 * 2500 * 2).all()
+
+
+def test_exact_on_a_table_through_mcmc(gof_run):
+    """20 000 draws, chi-square over the 81 cells (p > 1e-4): detects an absolute error of
+    about 0.01 in a cell of probability 0.05."""
+    x = np.asarray(gof_run.get_samples()["x"]).reshape(-1, N)
+    assert x.shape == (20_000, N)
+    assert_gof(encode_configurations(x, Q), np.exp(TABLE.log_probs).ravel(), label="kernel")
+
+
+def test_infilling_is_exact_through_mcmc(gof_run):
+    """20 000 draws with sites 1 and 3 pinned, against TableOracle.conditional_log_probs."""
+    x = np.asarray(gof_run.get_samples()["infill"]).reshape(-1, N)
+    assert x.shape == (20_000, N)
+    assert (x[:, MASK] == OBSERVED[MASK]).all()
+    expected = np.exp(TABLE.conditional_log_probs(OBSERVED, MASK)).ravel()
+    assert_gof(encode_configurations(x, Q), expected, label="infilling")
+
+
+def test_parallel_chains_on_two_devices(tmp_path):
+    """chain_method="parallel" with two host devices (pmap), in a subprocess: the draws are
+    the reference sampler's."""
     script = textwrap.dedent(
         f"""
         import numpy as np, jax, numpyro
@@ -109,7 +193,7 @@ def test_parallel_chains_on_two_devices(reference_expected, tmp_path):
         assert jax.local_device_count() == 2
         def table_model():
             numpyro.sample("x", AnyOrderAR(TABLE, N, Q))
-        mcmc = MCMC(AutospecKernel(table_model), num_warmup=0, num_samples=12, num_chains=2,
+        mcmc = MCMC(AutospecKernel(table_model), num_warmup=2, num_samples=3, num_chains=2,
                     chain_method="parallel", progress_bar=False)
         mcmc.run(jax.random.PRNGKey(0))
         np.save({str(tmp_path / "x.npy")!r}, np.asarray(mcmc.get_samples(group_by_chain=True)["x"]))
@@ -125,38 +209,9 @@ def test_parallel_chains_on_two_devices(reference_expected, tmp_path):
         [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    np.testing.assert_array_equal(np.load(tmp_path / "x.npy"), reference_expected[0])
-
-
-@pytest.mark.slow
-def test_exact_on_a_table_through_mcmc():
-    """20 000 draws (4 iterations x a plate of 5000, one engine pool per iteration), chi-square
-    over the 81 cells: detects an absolute error of about 0.01 in a cell of probability 0.05."""
-
-    def model():
-        with numpyro.plate("draws", 5000):
-            numpyro.sample("x", AnyOrderAR(TABLE, N, Q))
-
-    mcmc = run_mcmc(AutospecKernel(model), 4)
-    x = np.asarray(mcmc.get_samples()["x"]).reshape(-1, N)
-    assert x.shape == (20_000, N)
-    assert_gof(encode_configurations(x, Q), np.exp(TABLE.log_probs).ravel(), label="kernel")
-
-
-@pytest.mark.slow
-def test_infilling_is_exact_through_mcmc():
-    """20 000 draws with sites 1 and 3 pinned, against TableOracle.conditional_log_probs."""
-    observed, mask = np.array([0, 2, 0, 1]), np.array([False, True, False, True])
-
-    def model():
-        with numpyro.plate("draws", 5000):
-            numpyro.sample("x", AnyOrderAR(TABLE, N, Q, observed=observed, observed_mask=mask))
-
-    mcmc = run_mcmc(AutospecKernel(model), 4, seed=1)
-    x = np.asarray(mcmc.get_samples()["x"]).reshape(-1, N)
-    assert (x[:, mask] == observed[mask]).all()
-    expected = np.exp(TABLE.conditional_log_probs(observed, mask)).ravel()
-    assert_gof(encode_configurations(x, Q), expected, label="infilling")
+    keys = site_keys(jax.random.PRNGKey(0), 2, 3)[:, :, 0].reshape(6, -1)
+    value, _ = reference_draws(AnyOrderProcess(TABLE, N, Q), keys)
+    np.testing.assert_array_equal(np.load(tmp_path / "x.npy"), value.reshape(2, 3, N))
 
 
 def test_a_wrong_sampler_fails_the_same_test():
@@ -188,7 +243,9 @@ def test_stochastic_localization_site_draws_are_the_reference_draws():
 
     mcmc = run_mcmc(AutospecKernel(model), 5)
     process = DiffusionProcess(denoiser, 2, times)
-    draws = [reference.sample(process, key) for key in site_keys(jax.random.PRNGKey(0), 1, 5)]
+    draws = [
+        reference.sample(process, key) for key in site_keys(jax.random.PRNGKey(0), 1, 5)[0, :, 0]
+    ]
     expected = np.stack([np.asarray(draw.value) for draw in draws])
     np.testing.assert_allclose(mcmc.get_samples()["y"], expected, atol=1e-5)
     np.testing.assert_array_equal(mcmc.get_extra_fields()["rounds"], [d.rounds for d in draws])
@@ -216,7 +273,7 @@ def test_chain_methods_and_sequential_method(chain_method):
 def test_plain_function_oracle_with_latent_parameters():
     """The oracle closes over an earlier latent site; the process is rebuilt inside each draw.
     Given theta, the sites are iid Bernoulli(sigmoid(theta)): the residual of the site mean
-    has mean 0 and variance p(1 - p)/n (z-test over 300 draws)."""
+    has mean 0 and variance p(1 - p)/n (z-test over 2 x 150 draws)."""
     n = 6
 
     def model():
@@ -229,7 +286,8 @@ def test_plain_function_oracle_with_latent_parameters():
         numpyro.sample("x", AnyOrderAR(oracle, num_positions=n, num_categories=2))
 
     assert inspect_model(model).oracle_parents == {"x": ("theta",)}
-    mcmc = run_mcmc(AutospecKernel(model), 300)
+    # the oracle differs between chains, so vectorized chains vmap the per-chain step
+    mcmc = run_mcmc(AutospecKernel(model), 150, num_chains=2, chain_method="vectorized")
     samples = mcmc.get_samples()
     p = jax.nn.sigmoid(samples["theta"])
     z = (samples["x"].mean(-1) - p) / jnp.sqrt(p * (1 - p) / n)
@@ -257,6 +315,31 @@ def test_forward_sampled_sites_observations_without_latent_parents_and_obs_oracl
     assert samples["several"].shape == (20, 3, N)
     assert (mcmc.get_extra_fields()["rounds"] == 2 * N).all()  # x, then the 3 draws at once
     np.testing.assert_array_equal(samples["twice"], 2 * samples["x"])
+
+
+def test_to_event_expand_and_masks_over_draws():
+    """Oracle distributions expanded and made an event (``.expand([3]).to_event(1)``) are
+    drawn by the engine like ``sample_shape=(3,)``; ``obs_mask`` over a plate of draws
+    observes whole draws (the others are drawn from the prior)."""
+    data = jnp.array([[0, 1, 2, 0], [-1, -1, -1, -1], [2, 2, 1, 0]])  # row 1 is not observed
+
+    def model():
+        numpyro.sample("event", AnyOrderAR(TABLE, N, Q).expand([3]).to_event(1))
+        with numpyro.plate("three", 3):
+            numpyro.sample("rows", AnyOrderAR(TABLE, N, Q), obs=data, obs_mask=data[:, 0] >= 0)
+            numpyro.sample("masked", AnyOrderAR(TABLE, N, Q).mask(jnp.array([True, False, True])))
+
+    inspection = inspect_model(model)
+    assert inspection.oracle_sites == ("event", "rows_unobserved", "masked")
+    assert inspection.num_steps == 3 * N + 3 * N + 3 * N
+    mcmc = run_mcmc(AutospecKernel(model, method="sequential"), 5)
+    samples = {name: np.asarray(value) for name, value in mcmc.get_samples().items()}
+    assert samples["event"].shape == samples["masked"].shape == (5, 3, N)
+    assert samples["rows"].shape == (5, 3, N)
+    observed = np.asarray(data)[[0, 2]]
+    np.testing.assert_array_equal(samples["rows"][:, [0, 2]], np.broadcast_to(observed, (5, 2, N)))
+    np.testing.assert_array_equal(samples["rows"][:, 1], samples["rows_unobserved"][:, 1])
+    assert (mcmc.get_extra_fields()["rounds"] == 3 * N).all()  # 3 sites, each 3 draws at once
 
 
 def test_typed_keys_traced_model_arguments_warmup_and_no_oracle_site():
@@ -360,6 +443,38 @@ def test_observed_values_outside_the_support_name_the_site():
 
     with pytest.raises(ValueError, match=r"site 'seen': value 3 at index 2 is outside the support"):
         _init(observed)
+
+
+def test_refuses_oracle_distributions_in_other_wrappers():
+    def model():
+        numpyro.sample(
+            "y",
+            dist.TransformedDistribution(
+                StochasticLocalization(lambda t, y: y, 2, np.linspace(0.0, 1.0, 5)),
+                dist.transforms.AffineTransform(1.0, 2.0),
+            ),
+        )
+
+    with pytest.raises(
+        UnsupportedModelError,
+        match=r"site 'y' wraps StochasticLocalization in TransformedDistribution.*deterministic",
+    ):
+        _init(model)
+
+
+def test_refuses_obs_mask_over_the_entries_of_a_draw():
+    """NumPyro's obs_mask masks draws (batch dimensions), not entries of one joint draw."""
+
+    def model():
+        values = jnp.array([0, 1, 2, 0])
+        numpyro.sample("x", AnyOrderAR(TABLE, N, Q), obs=values, obs_mask=values > 0)
+
+    with pytest.raises(
+        UnsupportedModelError,
+        match=r"site 'x_observed' \(from numpyro.sample\('x', \.\.\., obs_mask=\.\.\.\).*"
+        r"shape \(4,\).*whole draws.*observed_mask=mask",
+    ):
+        _init(model)
 
 
 def test_validate_probes_the_oracle():
