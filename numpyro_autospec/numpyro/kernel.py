@@ -15,6 +15,13 @@ MCMC iteration then returns one exact, independent joint draw:
   (so oracle parameters may depend on earlier latent sites);
 * deterministic sites are returned with the draw.
 
+An oracle site may sit in plates, have a ``sample_shape``, or be wrapped by ``.expand``,
+``.mask`` or ``.to_event``: its independent draws share one engine pool.  ``obs_mask`` over its
+plates observes whole draws.  :func:`inspect_model` refuses, naming the site, a latent site
+with an observed descendant, an enumerated site, an oracle distribution in any other wrapper,
+and an ``obs_mask`` over the entries of one draw (pin entries with ``AnyOrderAR(...,
+observed=..., observed_mask=...)`` instead).
+
 Because the draws are exact and independent, R-hat is 1 and the effective sample size is the
 number of draws, up to Monte Carlo noise.  The cost of each draw is collected in the state:
 ``rounds`` (oracle calls one after another: the latency) and ``queries`` (oracle evaluations:

@@ -1,23 +1,31 @@
-"""ArviZ and NumPyro diagnostics on AutospecKernel runs, on the acceptance snippet of issue 4
-executed verbatim: rounds/queries in ``sample_stats``, R-hat about 1 and ESS about the number
-of draws (exact independent draws), ``print_summary``, and the magnetization law against the
-exact one.
+"""The acceptance snippet of issue 4, verbatim, with NumPyro and ArviZ diagnostics on its run,
+and the user guide docs/numpyro.md, whose first code block is that snippet.
 
-The snippet's run (engine, Curie-Weiss n = 256, 2 chains x 500 draws, NumPyro's default chain
-method, which falls back to sequential chains on one device, and progress bar) is a
-module-scoped fixture shared by every test here.
+Everything runs in one test, so that the snippet's run (engine, Curie-Weiss n = 256, 2 chains
+x 500 draws, NumPyro's default chain method, which falls back to sequential chains on one
+device, with the progress bar) happens once even when pytest-xdist spreads tests over workers.
+It checks: the magnetization law against the exact one; rounds far below the sequential
+sampler's 256; ``rounds``/``queries`` in ``arviz.from_numpyro(mcmc).sample_stats``; R-hat about
+1 and ESS about the number of draws (exact independent draws); ``print_summary``; the progress
+bar's diagnostics string; then every other ``python`` block of the guide runs as written.
 """
+
+import os
+import re
+import textwrap
 
 import arviz as az
 import jax
 import numpy as np
-import pytest
 from numpyro.diagnostics import summary
 
 from numpyro_autospec.oracles import CurieWeissOracle
 from tests.gof import assert_gof
 
 N = 256
+GUIDE = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "docs", "numpyro.md"
+)
 
 # Issue 4, "Done means": must work as written.
 ACCEPTANCE_SNIPPET = """
@@ -34,36 +42,24 @@ mcmc.run(jax.random.PRNGKey(0), extra_fields=("rounds", "queries"))
 """  # noqa: E501
 
 
-@pytest.fixture(scope="module")
-def mcmc():
-    namespace = {}
-    exec(ACCEPTANCE_SNIPPET, namespace)
-    return namespace["mcmc"]
+def python_blocks(text: str) -> list[str]:
+    """The code blocks fenced as ``python`` (``py`` blocks are illustrations)."""
+    return re.findall(r"^```python\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
 
 
-@pytest.fixture(scope="module")
-def magnetization(mcmc):
-    """Number of up spins per draw, ``[chain, draw]``."""
-    return np.asarray(mcmc.get_samples(group_by_chain=True)["x"]).sum(-1)
-
-
-def test_issue_4_acceptance_snippet(mcmc, magnetization):
-    """The snippet's 1000 draws: the magnetization law against the exact one, binned into ten
-    cells of about equal exact mass (chi-square, p > 1e-4; power 0.99 against an error of
-    0.07 in a cell, by ``power_draws``: a sanity check, the engine's exactness on this law is
-    tested with more draws in tests/engine), and far fewer rounds than the sequential
-    sampler's 256."""
-    assert mcmc.get_samples()["x"].shape == (1000, N)
+def check_magnetization_law(magnetization):
+    """The magnetization law against the exact one, binned into ten cells of about equal
+    exact mass (chi-square, p > 1e-4; with 1000 draws, power 0.99 against an error of 0.07 in
+    a cell, by ``power_draws``: a sanity check, the engine's exactness on this law is tested
+    with more draws in tests/engine)."""
     law = np.exp(CurieWeissOracle(N, beta=1.0).magnetization_log_probs())
     edges = np.searchsorted(np.cumsum(law), np.linspace(0.1, 0.9, 9))  # decile boundaries
     cells = np.searchsorted(edges, magnetization.ravel(), side="right")
     binned = np.bincount(np.searchsorted(edges, np.arange(N + 1), side="right"), law, 10)
     assert_gof(cells, binned / binned.sum(), label="magnetization deciles")
-    rounds = np.asarray(mcmc.get_extra_fields()["rounds"])
-    assert rounds.mean() < N / 2
 
 
-def test_from_numpyro_has_rounds_and_queries(mcmc):
+def check_arviz(mcmc):
     idata = az.from_numpyro(mcmc)
     stats = idata.sample_stats
     for name in ("rounds", "queries"):
@@ -75,7 +71,7 @@ def test_from_numpyro_has_rounds_and_queries(mcmc):
     assert idata.posterior["x"].shape == (2, 500, N)
 
 
-def test_rhat_and_ess_of_independent_draws(magnetization):
+def check_rhat_and_ess(magnetization):
     """Independent exact draws: R-hat about 1 and bulk ESS about the 1000 draws (the ESS
     estimate of 1000 independent draws has a standard deviation of about 5%)."""
     stats = summary({"m": magnetization}, group_by_chain=True)["m"]
@@ -86,12 +82,34 @@ def test_rhat_and_ess_of_independent_draws(magnetization):
     assert 750 < float(az.ess(data)["m"]) < 1300
 
 
-def test_print_summary_and_diagnostics_string(mcmc, capsys):
+def check_print_summary_and_diagnostics_string(mcmc, capsys):
     mcmc.print_summary()
     printed = capsys.readouterr().out
     assert "r_hat" in printed and "x[255]" in printed
-    kernel = mcmc.sampler
     state = jax.tree.map(lambda leaf: leaf[1], mcmc.last_state)  # chain 1's last state
-    text = kernel.get_diagnostics_str(state)
     rounds, queries = int(state.rounds), int(state.queries)
-    assert text == f"{rounds} rounds, {queries} queries, acceptance {N / queries:.2f}"
+    expected = f"{rounds} rounds, {queries} queries, acceptance {N / queries:.2f}"
+    assert mcmc.sampler.get_diagnostics_str(state) == expected
+
+
+def test_issue_4_acceptance_snippet_diagnostics_and_guide(capsys):
+    with open(GUIDE) as file:
+        blocks = python_blocks(file.read())
+    assert textwrap.dedent(blocks[0]).strip() == ACCEPTANCE_SNIPPET.strip()
+    namespace = {"__name__": "numpyro_guide"}
+    exec(ACCEPTANCE_SNIPPET, namespace)
+    mcmc = namespace["mcmc"]
+
+    assert mcmc.get_samples()["x"].shape == (1000, N)
+    magnetization = np.asarray(mcmc.get_samples(group_by_chain=True)["x"]).sum(-1)
+    check_magnetization_law(magnetization)
+    assert np.asarray(mcmc.get_extra_fields()["rounds"]).mean() < N / 2
+    check_arviz(mcmc)
+    check_rhat_and_ess(magnetization)
+    check_print_summary_and_diagnostics_string(mcmc, capsys)
+
+    for index, block in enumerate(blocks[1:], start=1):
+        try:
+            exec(compile(block, f"docs/numpyro.md, python block {index}", "exec"), namespace)
+        except Exception as error:
+            raise AssertionError(f"docs/numpyro.md, python block {index} failed") from error

@@ -123,62 +123,46 @@ def test_sequential_chains_with_warmup_and_progress_bar(capfd):
 OBSERVED, MASK = np.array([0, 2, 0, 1]), np.array([False, True, False, True])
 
 
-@pytest.fixture(scope="module")
-def gof_run():
-    """The table and the infilling target in one run: 2 vectorized chains (each site's draws
-    of both chains in one engine pool) x 4 iterations x a plate of 2500 = 20 000 draws of
-    each site."""
+def test_exact_through_mcmc_on_a_table_and_infilling():
+    """The table and the infilling target (sites 1 and 3 pinned) in one run, in one test (so
+    that pytest-xdist runs it once): 2 vectorized chains (each site's draws of both chains in
+    one engine pool) x 4 iterations x a plate of 2500 = 20 000 draws of each site.
+
+    * The first 2 plate draws of each site, chain and iteration (a site's plate draws use
+      ``split(site_key, 2500)``) are the reference sampler's.
+    * Chi-square over the 81 cells against the exact table and against
+      ``TableOracle.conditional_log_probs`` (p > 1e-4): 20 000 draws detect an absolute error
+      of about 0.01 in a cell of probability 0.05.
+    """
 
     def model():
         with numpyro.plate("draws", 2500):
             numpyro.sample("x", AnyOrderAR(TABLE, N, Q))
             numpyro.sample("infill", AnyOrderAR(TABLE, N, Q, observed=OBSERVED, observed_mask=MASK))
 
-    return run_mcmc(AutospecKernel(model), 4, num_chains=2, chain_method="vectorized", seed=1)
-
-
-def test_vectorized_plate_draws_are_the_reference_draws(gof_run):
-    """The first 2 plate draws of each site, chain and iteration (the plate's draws of a site
-    use ``split(site_key, 2500)``) are the reference sampler's, although the draws of both
-    chains shared one engine pool."""
+    mcmc = run_mcmc(AutospecKernel(model), 4, num_chains=2, chain_method="vectorized", seed=1)
+    samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
+    infill_process = AnyOrderProcess(TABLE, N, Q, observed_values=OBSERVED, observed_mask=MASK)
     keys = site_keys(jax.random.PRNGKey(1), 2, 4, num_sites=2)
-    samples = gof_run.get_samples(group_by_chain=True)
     for index, (name, process) in enumerate(
-        [
-            ("x", AnyOrderProcess(TABLE, N, Q)),
-            ("infill", AnyOrderProcess(TABLE, N, Q, observed_values=OBSERVED, observed_mask=MASK)),
-        ]
+        [("x", AnyOrderProcess(TABLE, N, Q)), ("infill", infill_process)]
     ):
-        plate_keys = jax.vmap(lambda key: jax.random.split(key, 2500)[:2])(
-            keys[:, :, index].reshape(8, -1)
-        )
+        site = keys[:, :, index].reshape(8, -1)
+        plate_keys = jax.vmap(lambda key: jax.random.split(key, 2500)[:2])(site)
         value, _ = reference_draws(process, plate_keys.reshape(16, -1))
-        got = np.asarray(samples[name][:, :, :2]).reshape(16, N)
-        np.testing.assert_array_equal(got, value)
+        np.testing.assert_array_equal(samples[name][:, :, :2].reshape(16, N), value)
 
-
-def test_rounds_of_a_plate_are_the_slowest_draw(gof_run):
-    extra = gof_run.get_extra_fields(group_by_chain=True)
+    extra = mcmc.get_extra_fields(group_by_chain=True)
     assert extra["rounds"].shape == (2, 4)
-    # two sites, each costing at least one round and at most a few for n = 4
     assert (extra["rounds"] >= 2).all() and (extra["queries"] >= 2 * 2500 * 2).all()
 
-
-def test_exact_on_a_table_through_mcmc(gof_run):
-    """20 000 draws, chi-square over the 81 cells (p > 1e-4): detects an absolute error of
-    about 0.01 in a cell of probability 0.05."""
-    x = np.asarray(gof_run.get_samples()["x"]).reshape(-1, N)
+    x = samples["x"].reshape(-1, N)
     assert x.shape == (20_000, N)
     assert_gof(encode_configurations(x, Q), np.exp(TABLE.log_probs).ravel(), label="kernel")
-
-
-def test_infilling_is_exact_through_mcmc(gof_run):
-    """20 000 draws with sites 1 and 3 pinned, against TableOracle.conditional_log_probs."""
-    x = np.asarray(gof_run.get_samples()["infill"]).reshape(-1, N)
-    assert x.shape == (20_000, N)
-    assert (x[:, MASK] == OBSERVED[MASK]).all()
+    infill = samples["infill"].reshape(-1, N)
+    assert (infill[:, MASK] == OBSERVED[MASK]).all()
     expected = np.exp(TABLE.conditional_log_probs(OBSERVED, MASK)).ravel()
-    assert_gof(encode_configurations(x, Q), expected, label="infilling")
+    assert_gof(encode_configurations(infill, Q), expected, label="infilling")
 
 
 def test_parallel_chains_on_two_devices(tmp_path):
@@ -216,7 +200,7 @@ def test_parallel_chains_on_two_devices(tmp_path):
 
 def test_a_wrong_sampler_fails_the_same_test():
     """A kernel whose oracle is biased (the table's conditionals perturbed, scale 0.3) against
-    the exact table: the chi-square test of the two tests above rejects it."""
+    the exact table: the chi-square test of the test above rejects it."""
     biased = PerturbedOracle(TABLE, 0.3, jax.random.PRNGKey(1))
 
     def model():
@@ -286,8 +270,11 @@ def test_plain_function_oracle_with_latent_parameters():
         numpyro.sample("x", AnyOrderAR(oracle, num_positions=n, num_categories=2))
 
     assert inspect_model(model).oracle_parents == {"x": ("theta",)}
-    # the oracle differs between chains, so vectorized chains vmap the per-chain step
-    mcmc = run_mcmc(AutospecKernel(model), 150, num_chains=2, chain_method="vectorized")
+    # the oracle differs between chains, so vectorized chains vmap the per-chain step; the
+    # sequential sampler keeps this test cheap (the plumbing does not depend on the method,
+    # and the engine under jit and vmap is tested in tests/engine/test_scheduler.py)
+    kernel = AutospecKernel(model, method="sequential")
+    mcmc = run_mcmc(kernel, 150, num_chains=2, chain_method="vectorized")
     samples = mcmc.get_samples()
     p = jax.nn.sigmoid(samples["theta"])
     z = (samples["x"].mean(-1) - p) / jnp.sqrt(p * (1 - p) / n)
