@@ -48,6 +48,7 @@ class Status:
     REPORT = 8  # a finished trial reports (accepted or not) to its parent
     NEED_FINAL = 9  # a root waits for query(x, N) (processes with a final query)
     COMPLETE = 10  # a root's output is ready to be written
+    SPECULATE = 11  # a block with its O_a known waits for its speculation
 
 
 class Pool(NamedTuple):

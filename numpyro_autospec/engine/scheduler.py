@@ -243,8 +243,11 @@ class _Scheduler:
 
     # ----------------------------------------------------- local transitions (one slot)
     def local_step(self, s: Pool) -> Pool:
-        """Advance one task through the transitions that need no oracle answer (root windows
-        are verified per draw, in :meth:`verify_windows`)."""
+        """Advance one task through the cheap transitions that need no oracle answer.  The
+        transitions that cost a pass over the whole state (speculation, the acceptance test,
+        a trial's residual test) run in their own phases, on the slots that need them only
+        (:meth:`speculate`, :meth:`decide`, :meth:`finish`); root windows are verified per
+        draw (:meth:`verify_windows`)."""
         p, plan = self.process, self.plan
         block_key = self.block_key(s)
 
@@ -268,10 +271,48 @@ class _Scheduler:
             s,
         )
 
-        # (b) a scored speculation of a recursion block: accept, or start the residual loop
-        decide = (s.status == Status.SCORING) & (s.score_next == s.score_end) & ~s.verifying
+        # (b) a finished block: move the driver to the next block or finish the range
+        s = _where(s.status == Status.BLOCK_DONE, self.next_block(s), s)
+
+        # (c) a new block: leaf, speculate (answer known) or ask for O_a
         length = s.block_end - s.block_start
-        k_spec, k_accept, k_residual = block_keys(block_key)
+        is_leaf = (length <= plan.policy.leaf_size) & ~s.verifying
+        new_status = jnp.where(
+            is_leaf,
+            Status.LEAF,
+            jnp.where(s.has_answer, Status.SPECULATE, Status.NEED_ANSWER),
+        )
+        starting = s.status == Status.START
+        return s._replace(
+            status=jnp.where(starting, new_status, s.status),
+            cursor=jnp.where(starting & is_leaf, s.block_start, s.cursor),
+            log_mu_block=jnp.where(starting & is_leaf, 0.0, s.log_mu_block),
+        )
+
+    def speculate(self, s: Pool) -> Pool:
+        """``x' ~ nu`` frozen at ``O_a`` (window: ``split(key)[0]``; recursion block:
+        ``block_keys(key)[0]``), and the scoring round is set up (``m - 1`` queries, plus the
+        lookahead)."""
+        p = self.process
+        block_key = self.block_key(s)
+        length = s.block_end - s.block_start
+        k_spec = jnp.where(s.verifying, jax.random.split(block_key)[0], block_keys(block_key)[0])
+        x_spec = p.spec_sample(k_spec, s.x, s.block_start, length, s.answer)
+        first = p.reduce(x_spec, s.block_start, s.answer)
+        return s._replace(
+            status=jnp.full_like(s.status, Status.SCORING),
+            x=x_spec,
+            log_mu_block=p.target_logp(x_spec, s.block_start, first),
+            score_next=s.block_start + 1,
+            score_end=s.block_end + self.wants_lookahead(s.block_end).astype(jnp.int32),
+        )
+
+    def decide(self, s: Pool) -> Pool:
+        """A scored recursion block: accept ``x'`` with probability ``min(1, mu/nu)``, else
+        start the residual loop."""
+        p = self.process
+        _, k_accept, k_residual = block_keys(self.block_key(s))
+        length = s.block_end - s.block_start
         log_nu = p.spec_logp(s.x, s.block_start, length, s.answer)
         accepted = speculation_accepts(k_accept, s.log_mu_block, log_nu)
         accept_state = s._replace(status=Status.BLOCK_DONE, cursor=s.block_end)
@@ -284,53 +325,23 @@ class _Scheduler:
             batch_end=self.batch_sizes[0] + jnp.zeros_like(s.batch_end),
             best_trial=jnp.full_like(s.best_trial, NO_TRIAL),
         )
-        s = _where(decide, _where(accepted, accept_state, reject_state), s)
+        return _where(accepted, accept_state, reject_state)
 
-        # (c) a finished block: move the driver to the next block or finish the range
-        s = _where(s.status == Status.BLOCK_DONE, self.next_block(s), s)
-
-        # (d) a new block: leaf, speculate (answer known) or ask for O_a
-        starting = s.status == Status.START
-        block_key = self.block_key(s)
-        length = s.block_end - s.block_start
-        is_leaf = (length <= plan.policy.leaf_size) & ~s.verifying
-        k_spec = jnp.where(s.verifying, jax.random.split(block_key)[0], block_keys(block_key)[0])
-        x_spec = p.spec_sample(k_spec, s.x, s.block_start, length, s.answer)
-        first = p.reduce(x_spec, s.block_start, s.answer)
-        speculated = s._replace(
-            status=jnp.full_like(s.status, Status.SCORING),
-            x=x_spec,
-            log_mu_block=p.target_logp(x_spec, s.block_start, first),
-            score_next=s.block_start + 1,
-            score_end=s.block_end + self.wants_lookahead(s.block_end).astype(jnp.int32),
-        )
-        leaf_state = s._replace(
-            status=jnp.full_like(s.status, Status.LEAF),
-            cursor=s.block_start,
-            log_mu_block=jnp.zeros_like(s.log_mu_block),
-        )
-        ask_state = s._replace(status=jnp.full_like(s.status, Status.NEED_ANSWER))
-        new_block = _where(is_leaf, leaf_state, _where(s.has_answer, speculated, ask_state))
-        s = _where(starting, new_block, s)
-
-        # (e) a finished range: a trial takes its residual test, a root its final query
-        finishing = s.status == Status.FINISHED
+    def finish(self, s: Pool) -> Pool:
+        """A finished range: a trial takes its residual test ``max(0, 1 - nu/mu)`` and
+        reports; a root asks for its final query or completes."""
+        p, plan = self.process, self.plan
         log_nu = p.spec_logp(s.x, s.start, s.stop - s.start, s.answer_parent)
         trial_accepts = residual_accepts(s.key_accept, s.log_mu_total, log_nu)
         if plan.final_query:
             root_status = jnp.where(s.has_answer, Status.COMPLETE, Status.NEED_FINAL)
         else:
             root_status = jnp.full_like(s.status, Status.COMPLETE)
-        s = _where(
-            finishing,
-            s._replace(
-                status=jnp.where(s.parent < 0, root_status, Status.REPORT),
-                report_accept=trial_accepts,
-                cursor=jnp.where(s.parent < 0, s.stop, s.cursor),
-            ),
-            s,
+        return s._replace(
+            status=jnp.where(s.parent < 0, root_status, Status.REPORT),
+            report_accept=trial_accepts,
+            cursor=jnp.where(s.parent < 0, s.stop, s.cursor),
         )
-        return s
 
     def next_block(self, s: Pool) -> Pool:
         """After a block: a trial runs its right half; a root follows its
@@ -437,10 +448,20 @@ class _Scheduler:
         return (
             (st == Status.START)
             | (st == Status.BLOCK_DONE)
-            | (st == Status.FINISHED)
             | ((st == Status.LEAF) & pool.has_answer)
-            | ((st == Status.SCORING) & (pool.score_next == pool.score_end) & ~pool.verifying)
         )
+
+    def phase(self, pool: Pool, mask: Array, transition) -> tuple[Pool, Array]:
+        """Apply ``transition`` to up to ``max_transitions`` slots of ``mask`` (compacted);
+        skipped entirely when no slot needs it."""
+        P, K = self.plan.num_slots, self.plan.max_transitions
+        (index,) = jnp.nonzero(mask, size=K, fill_value=P)
+
+        def apply(pool):
+            moved = jax.vmap(transition)(gather(pool, jnp.minimum(index, P - 1)))
+            return scatter(pool, index, moved)
+
+        return jax.lax.cond(jnp.any(mask), apply, lambda pool: pool, pool), jnp.any(mask)
 
     # ----------------------------------------------------------------- micro-step
     def micro_step(self, state: EngineState) -> tuple[EngineState, Array]:
@@ -512,11 +533,16 @@ class _Scheduler:
         if plan.policy.rule is not None:
             pool, verified = self.verify_windows(pool, state.rows)
 
-        # 5. local transitions of up to K tasks
-        local = self.is_local(pool)
-        (movers,) = jnp.nonzero(local, size=K, fill_value=P)
-        moved = jax.vmap(self.local_step)(gather(pool, jnp.minimum(movers, P - 1)))
-        pool = scatter(pool, movers, moved)
+        # 5. transitions of up to K tasks each: the cheap local ones, then the speculations,
+        # acceptance tests and residual tests (each a pass over the state)
+        pool, moved_local = self.phase(pool, self.is_local(pool), self.local_step)
+        pool, moved_spec = self.phase(pool, pool.status == Status.SPECULATE, self.speculate)
+        scored = (
+            (pool.status == Status.SCORING) & (pool.score_next == pool.score_end) & ~pool.verifying
+        )
+        pool, moved_decide = self.phase(pool, scored, self.decide)
+        pool, moved_finish = self.phase(pool, pool.status == Status.FINISHED, self.finish)
+        moved = moved_local | moved_spec | moved_decide | moved_finish
 
         # 6. completed draws: write their outputs and free their slots
         (completing,) = jnp.nonzero(pool.status == Status.COMPLETE, size=K, fill_value=P)
@@ -540,7 +566,7 @@ class _Scheduler:
             jnp.any(orphan)
             | jnp.any(reporter < P)
             | jnp.any(resolved | exhausted)
-            | jnp.any(movers < P)
+            | moved
             | verified
             | jnp.any(completing < P)
             | spawned

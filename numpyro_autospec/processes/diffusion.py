@@ -275,20 +275,22 @@ class DiffusionProcess:
         self, states: DiffusionState, slot: Array, k: Array, answers: Array
     ) -> tuple[Array, Array]:
         """``(reduce, target_logp)`` of step ``k[i]`` of ``states[slot[i]]`` for every ``i``."""
-        increments = states.path[slot, k + 1] - states.path[slot, k]
-        log_densities = jax.vmap(self._increment_log_density)(
-            increments, answers, self.step_sizes[k], self._log_normalizers[k]
+        log_densities = jax.vmap(self.step_log_density)(
+            k, states.path[slot, k], states.path[slot, k + 1], answers
         )
         return answers, log_densities
 
     # -- target ----------------------------------------------------------------------------
     def target_logp(self, x: DiffusionState, k: Array, reduced: Array) -> Array:
         """:math:`\\log \\mathcal{N}(y_{k+1};\\, y_k + h_k f(t_k, y_k),\\, h_k I)`."""
+        return self.step_log_density(k, x.path[k], x.path[k + 1], reduced)
+
+    def step_log_density(self, k: Array, y: Array, y_next: Array, drift: Array) -> Array:
+        """The Euler-Maruyama transition density of step ``k``,
+        :math:`\\log \\mathcal{N}(y_{k+1};\\, y_k + h_k f,\\, h_k I)`; :meth:`target_logp` and
+        :meth:`score_batch` both use it (override this one to change the target)."""
         return self._increment_log_density(
-            x.path[k + 1] - x.path[k],
-            reduced,
-            self.step_sizes[k],
-            self._log_normalizers[k],
+            y_next - y, drift, self.step_sizes[k], self._log_normalizers[k]
         )
 
     def target_sample(self, key: Array, x: DiffusionState, k: Array, reduced: Array):

@@ -72,12 +72,13 @@ PROJECTIONS = ([1.0, 0.0], [0.0, 1.0], [0.6, 0.8], [0.8, -0.6])
 
 class TargetWithDoubledVariance(DiffusionProcess):
     r"""Wrong on purpose: :math:`\mu(y_{k+1} \mid y_k) = \mathcal{N}(y_k + h_k f,\, 2h_k I)`
-    in ``target_logp`` while ``target_sample`` keeps variance :math:`h_k`.  The ratio
+    in the target density (``step_log_density``, which ``target_logp`` and the engine's
+    batched scoring use) while ``target_sample`` keeps variance :math:`h_k`.  The ratio
     :math:`\mu/\nu` of whole blocks is then wrong, the single steps are not."""
 
-    def target_logp(self, x, k, reduced):
+    def step_log_density(self, k, y, y_next, drift):
         h = self.step_sizes[k]
-        residual = x.path[k + 1] - x.path[k] - h * reduced
+        residual = y_next - y - h * drift
         return -0.5 * self.dim * jnp.log(4.0 * jnp.pi * h) - 0.25 * jnp.sum(residual**2) / h
 
 

@@ -178,6 +178,6 @@ def test_too_small_pool_is_refused():
         run(
             process,
             jax.random.split(jax.random.PRNGKey(0), 2),
-            SamplerConfig(),
+            CONFIGS["paper"],
             Capacity(num_slots=1),
         )
