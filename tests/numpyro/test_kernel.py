@@ -94,12 +94,14 @@ def reference_draws(process, keys, config=None):
 
 
 # ----------------------------------------------------------------------------- exactness
-def test_sequential_chains_with_warmup_and_progress_bar(capfd):
+def test_sequential_chains_with_warmup_and_progress_bar(capfd, monkeypatch):
     """Two chains run one after another (chain_method="sequential", with the progress bar),
     here with the sequential sampler (the chain plumbing does not depend on the method; the
     engine runs through it in the tests below): every draw is the reference's for the key
     NumPyro hands the site.  Warmup is a no-op, so the draws after 3 warmup iterations are
     those of ``num_warmup=0``; the bar shows the last draw's rounds and acceptance."""
+    for variable in ("CI", "PYTEST_XDIST_WORKER"):  # NumPyro turns the bar off under these
+        monkeypatch.delenv(variable, raising=False)
     mcmc = MCMC(
         AutospecKernel(table_model, method="sequential"),
         num_warmup=3,
