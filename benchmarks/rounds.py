@@ -1,0 +1,544 @@
+"""Rounds and queries of autospeculation vs sequential sampling and ASSD, as n grows.
+
+For every target and size ``n`` this script draws exact samples with each method and reports,
+per cell: mean and 90th-percentile **rounds** (batched oracle calls: parallel time), mean
+**queries** (oracle evaluations: work), queries / (n log2 n), wall time per draw and compile
+time; then the log-log slope of mean rounds over n = 1024..16384 and a log-log plot.
+
+Methods: ``sequential`` (n rounds and n queries exactly; not run), ``assd`` (token verification)
+and ``block`` (block verification) with the windows of ``--windows`` (the table keeps the
+best window per cell and the CSV keeps them all), ``autospec`` with the default
+:class:`~numpyro_autospec.config.SamplerConfig` and with ``--tuned``.  Proposed strategies that
+the engine does not implement yet (``hybrid:...``, see ``prototypes.py``) can be added with
+``--extra``; they always run on the NumPy prototypes.
+
+Backends (``--backend``):
+
+``engine``  :func:`numpyro_autospec.engine.run` under ``jax.jit`` (``--draws-per-call`` draws
+            share one task pool; ``--slots-per-draw`` sets the pool size).  Measures wall and
+            compile times too.
+``sim``     the exact NumPy prototypes (``prototypes.py``): the same algorithms and round
+            accounting, much faster on CPU; wall and compile times are not meaningful there.
+
+``--overhead`` measures the engine's per-round scheduler overhead instead, on the first of
+``--targets``, by oracle doubling (see :func:`measure_overhead`).
+
+Examples::
+
+    python benchmarks/rounds.py --sizes 64 256 1024 --draws 20
+    python benchmarks/rounds.py --backend sim --sizes 1024 4096 16384 --draws 40
+    python benchmarks/rounds.py --overhead --targets cw:1.0 --sizes 1024 4096 --draws 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+RESULTS = os.path.join(HERE, "results")
+
+TARGETS = {
+    "cw:0.5": "CW beta=0.5",
+    "cw:1.0": "CW beta=1",
+    "cw:1.5": "CW beta=1.5",
+    "ising:1.0": "Ising J=1",
+    "ising:0.2": "Ising J=0.2",
+    "hopfield:16,2.0": "Hopfield R=16 beta=2",
+}
+
+#: the engine's default SamplerConfig, and the best setting of its existing knobs (README)
+DEFAULT = "autospec:"
+PAPER = "paper:"
+TUNED = "paper:block=8s,growth=3"
+#: the proposed root strategy (prototypes.Hybrid; not in the engine yet), without and with
+#: the correction lookahead
+PROPOSED = "hybrid:k=4s,adapt=8,k_min=1s,floor=0.25s,fb=0.5s"
+PROPOSED_PREQUERY = PROPOSED + ",prequery=1"
+
+FIELDS = [
+    "backend", "target", "n", "method", "config", "draws", "mean_rounds", "se_rounds",
+    "p90_rounds", "mean_queries", "queries_per_nlog2n", "seconds_per_draw", "compile_seconds",
+    "commit",
+]
+
+
+def parse_config(config: str) -> tuple[str, dict]:
+    method, _, rest = config.partition(":")
+    return method, dict(item.split("=") for item in rest.split(",") if item)
+
+
+def resolve_size(value, n):
+    if value is None or str(value).lower() == "none":
+        return None
+    value = str(value)
+    if value.endswith("s"):
+        return max(1, int(round(float(value[:-1]) * math.sqrt(n))))
+    return int(float(value))
+
+
+def project_oracle(target: str, n: int):
+    """The project's JAX oracle for a target name."""
+    import jax
+
+    from numpyro_autospec.oracles import CurieWeissOracle, HopfieldOracle, IsingChainOracle
+
+    kind, _, param = target.partition(":")
+    if kind == "cw":
+        return CurieWeissOracle(n, beta=float(param))
+    if kind == "ising":
+        return IsingChainOracle.uniform(n, coupling=float(param))
+    if kind == "hopfield":
+        patterns, beta = param.split(",")
+        return HopfieldOracle.random(jax.random.PRNGKey(0), n, int(patterns), float(beta))
+    raise ValueError(f"unknown target {target!r}")
+
+
+def sampler_config(config: str, n: int):
+    """Engine config for a name: ``autospec:`` is the default root (block-verified windows with
+    recursion fallback), ``paper:`` / ``paper:block=8s`` the paper's root (``root_windows=False``),
+    ``assd:k=256`` / ``block:k=1024`` the peers; knobs ``window``, ``floor``, ``fallback``,
+    ``min_window``, ``max_window``, ``window_growth``, ``growth``, ``leaf``, ``lookahead``."""
+    from numpyro_autospec.config import SamplerConfig
+
+    method, knobs = parse_config(config)
+    size = knobs.get("k", knobs.get("block"))
+    extra = {}
+    if method == "paper":
+        method, extra["root_windows"] = "autospec", False
+    for name in ("window", "floor", "fallback", "min_window", "max_window"):
+        if name in knobs:
+            extra[name] = resolve_size(knobs[name], n)
+    if "window_growth" in knobs:
+        extra["window_growth"] = int(knobs["window_growth"])
+    return SamplerConfig(
+        method=method,
+        block_size=resolve_size(size, n),
+        leaf_size=int(knobs.get("leaf", 1)),
+        growth=float(knobs.get("growth", 1.0)),
+        lookahead=bool(int(knobs.get("lookahead", 1))),
+        **extra,
+    )
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE,
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "../numpyro_autospec"],
+                               cwd=HERE, capture_output=True, text=True).stdout.strip()
+        return out + ("+dirty" if dirty else "")
+    except Exception:  # noqa: BLE001
+        return "unknown"
+
+
+def _row(backend, target, n, config, rounds, queries, seconds, compile_seconds):
+    rounds, queries = np.asarray(rounds, float), np.asarray(queries, float)
+    return {
+        "backend": backend, "target": target, "n": n, "method": parse_config(config)[0],
+        "config": config, "draws": len(rounds),
+        "mean_rounds": round(rounds.mean(), 2),
+        "se_rounds": round(rounds.std(ddof=1) / math.sqrt(len(rounds)), 2) if len(rounds) > 1
+        else 0.0,
+        "p90_rounds": round(float(np.percentile(rounds, 90)), 1),
+        "mean_queries": round(queries.mean(), 1),
+        "queries_per_nlog2n": round(queries.mean() / (n * math.log2(n)), 3),
+        "seconds_per_draw": round(seconds, 3), "compile_seconds": round(compile_seconds, 1),
+        "commit": "",
+    }
+
+
+def engine_capacity(draws_per_call: int, slots_per_draw: int, memory_budget: int):
+    from numpyro_autospec.engine import Capacity
+
+    slots = None if slots_per_draw <= 0 else slots_per_draw * draws_per_call
+    return Capacity(num_slots=slots, memory_budget=memory_budget)
+
+
+def measure_engine(target, n, config, draws, seed=0, draws_per_call=4, slots_per_draw=128,
+                   memory_budget=1 << 30, oracle=None, keep_draws=False):
+    """Draws with :func:`numpyro_autospec.engine.run` under ``jit``; compile time measured on
+    the first call's ``lower().compile()``."""
+    import jax
+
+    from numpyro_autospec.engine import run
+    from numpyro_autospec.processes import AnyOrderProcess
+
+    oracle = oracle or project_oracle(target, n)
+    process = AnyOrderProcess(oracle, n, 2)
+    cfg = sampler_config(config, n)
+    capacity = engine_capacity(draws_per_call, slots_per_draw, memory_budget)
+    calls = math.ceil(draws / draws_per_call)
+    keys = jax.random.split(jax.random.PRNGKey(seed), calls * draws_per_call)
+    keys = keys.reshape(calls, draws_per_call, -1)
+    fn = jax.jit(lambda k: run(process, k, cfg, capacity))
+    start = time.perf_counter()
+    compiled = fn.lower(keys[0]).compile()
+    compile_seconds = time.perf_counter() - start
+    rounds, queries = [], []
+    start = time.perf_counter()
+    for call in range(calls):
+        samples = jax.block_until_ready(compiled(keys[call]))
+        rounds += list(np.asarray(samples.rounds))
+        queries += list(np.asarray(samples.queries))
+    seconds = (time.perf_counter() - start) / (calls * draws_per_call)
+    row = _row("engine", target, n, config, rounds, queries, seconds, compile_seconds)
+    if keep_draws:
+        row["_rounds"], row["_queries"] = rounds, queries
+    return row
+
+
+def measure_sim(target, n, config, draws, seed=0):
+    import prototypes
+
+    method, knobs = parse_config(config)
+    if "lookahead" in knobs:
+        knobs["lookahead"] = bool(int(knobs["lookahead"]))
+    if method == "autospec":  # the engine's default root, prototyped by Hybrid
+        method, knobs = parse_config(PROPOSED + "," + config.partition(":")[2])
+    elif method == "paper":  # the paper's recursion (prototypes.Autospec)
+        method = "autospec"
+        knobs.setdefault("block", None)
+    oracle = prototypes.make_oracle(target, n)
+    sampler = prototypes.make_sampler(oracle, method, **knobs)
+    start = time.perf_counter()
+    rounds, queries = prototypes.measure(sampler, draws, seed)
+    return _row("sim", target, n, config, rounds, queries,
+                (time.perf_counter() - start) / draws, 0.0)
+
+
+# ----------------------------------------------------------------------------- overhead
+
+
+class DoubledOracle:
+    """Evaluates the wrapped oracle twice (the second copy behind
+    ``jax.lax.optimization_barrier``, so XLA cannot merge them) and returns their exact
+    average, i.e. the same rows at twice the oracle cost: same trajectory, same rounds."""
+
+    def __init__(self, oracle):
+        self.oracle = oracle
+        self.num_categories = oracle.num_categories
+        self.num_positions = oracle.num_positions
+
+    def __call__(self, x, mask):
+        import jax
+
+        first = self.oracle(x, mask)
+        x2, mask2 = jax.lax.optimization_barrier((x, mask))
+        return (first + self.oracle(x2, mask2)) * 0.5
+
+
+def measure_overhead(target, n, config, draws, draws_per_call=1, slots_per_draw=128):
+    """Per-round scheduler overhead by *oracle doubling*.
+
+    The same engine program is run on the same keys twice: with the target's oracle (wall time
+    ``T1``) and with :class:`DoubledOracle` (``T2``: every oracle batch costs twice as much, the
+    rows, the trajectory, the rounds ``R`` and the queries are identical -- checked).  Hence
+    ``oracle time = T2 - T1`` and ``scheduler overhead = T1 - (T2 - T1) = 2 T1 - T2``, per round
+    ``(2 T1 - T2) / R``.  Both are measured inside the compiled program, with the engine's real
+    (padded) batch shapes.
+    """
+    oracle = project_oracle(target, n)
+    one = measure_engine(target, n, config, draws, 0, draws_per_call, slots_per_draw,
+                         oracle=oracle, keep_draws=True)
+    two = measure_engine(target, n, config, draws, 0, draws_per_call, slots_per_draw,
+                         oracle=DoubledOracle(oracle), keep_draws=True)
+    same = one["_rounds"] == two["_rounds"] and one["_queries"] == two["_queries"]
+    rounds = float(np.sum(one["_rounds"]))
+    t1 = one["seconds_per_draw"] * one["draws"]
+    t2 = two["seconds_per_draw"] * two["draws"]
+    return {
+        "target": target, "n": n, "config": config, "draws": draws,
+        "draws_per_call": draws_per_call, "mean_rounds": one["mean_rounds"],
+        "mean_queries": one["mean_queries"], "same_trajectory": same,
+        "ms_per_round": round(1e3 * t1 / rounds, 2),
+        "oracle_ms_per_round": round(1e3 * (t2 - t1) / rounds, 2),
+        "overhead_ms_per_round": round(1e3 * (2 * t1 - t2) / rounds, 2),
+        "oracle_us_per_query": round(1e6 * (t2 - t1) / float(np.sum(one["_queries"])), 2),
+        "compile_seconds": one["compile_seconds"], "commit": git_commit(),
+    }
+
+
+# ----------------------------------------------------------------------------- reporting
+
+
+def loglog_slope(sizes, values):
+    sizes, values = np.asarray(sizes, float), np.asarray(values, float)
+    keep = (sizes >= 1024) & (sizes <= 16384) & (values > 0)
+    if keep.sum() < 2:
+        return float("nan")
+    return float(np.polyfit(np.log(sizes[keep]), np.log(values[keep]), 1)[0])
+
+
+def family(row):
+    """Group rows by what the table shows: the best window of assd/block, each autospec."""
+    method, config = row["method"], row["config"]
+    if method in ("assd", "block") and "prequery" not in config:
+        return f"{method} (best k)"
+    if config in (DEFAULT, "autospec"):
+        return "autospec (default)"
+    if config == PAPER:
+        return "paper as written"
+    if config == TUNED:
+        return "paper, 8 sqrt(n) blocks"
+    if config == PROPOSED_PREQUERY:
+        return "default + prequery"
+    return config
+
+
+def best_rows(rows):
+    """Per (target, n, family): the row with the fewest mean rounds."""
+    best = {}
+    for row in rows:
+        key = (row["target"], int(row["n"]), family(row))
+        if key not in best or float(row["mean_rounds"]) < float(best[key]["mean_rounds"]):
+            best[key] = row
+    return best
+
+
+def table(rows) -> str:
+    best = best_rows(rows)
+    families = sorted({k[2] for k in best}, key=_family_order)
+    lines = ["| target | n | method | config | mean rounds | p90 | queries | q/(n log2 n) | "
+             "s/draw | compile s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    cells = sorted({(k[0], k[1]) for k in best}, key=lambda c: (c[1], _target_order(c[0])))
+    for target, n in cells:
+        lines.append(f"| {TARGETS.get(target, target)} | {n} | sequential | | {n} | {n} | {n} | "
+                     f"{1 / math.log2(n):.3f} | | |")
+        for fam in families:
+            row = best.get((target, n, fam))
+            if row is None:
+                continue
+            lines.append(
+                f"| {TARGETS.get(target, target)} | {n} | {fam} | `{row['config']}` | "
+                f"{row['mean_rounds']} ± {row['se_rounds']} | {row['p90_rounds']} | "
+                f"{float(row['mean_queries']):.0f} | {row['queries_per_nlog2n']} | "
+                f"{row['seconds_per_draw']} | {row['compile_seconds']} |"
+            )
+    return "\n".join(lines)
+
+
+def compact_table(rows, n) -> str:
+    """One line per target at size ``n``: mean rounds (p90) and queries / (n log2 n) of each
+    family (best window for assd/block)."""
+    best = best_rows([r for r in rows if int(r["n"]) == n])
+    fams = sorted({k[2] for k in best}, key=_family_order)
+    head = f"| target (n = {n}) | sequential | " + " | ".join(fams) + " |"
+    lines = [head, "|---" * (len(fams) + 2) + "|"]
+    for target in sorted({k[0] for k in best}, key=_target_order):
+        cells = [TARGETS.get(target, target), f"{n} ({n}) / {1 / math.log2(n):.2f}"]
+        for fam in fams:
+            row = best.get((target, n, fam))
+            if row is None:
+                cells.append("")
+                continue
+            k = parse_config(row["config"])[1].get("k", "")
+            tag = f" k={k}" if fam.endswith("(best k)") else ""
+            cells.append(f"{float(row['mean_rounds']):.1f} ({float(row['p90_rounds']):.0f}) "
+                         f"/ {float(row['queries_per_nlog2n']):.2f}{tag}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def slopes(rows) -> str:
+    best = best_rows(rows)
+    lines = ["| target | method | slope of mean rounds, n = 1024..16384 |", "|---|---|---|"]
+    for target in sorted({k[0] for k in best}, key=_target_order):
+        for fam in sorted({k[2] for k in best if k[0] == target}, key=_family_order):
+            pts = sorted((k[1], float(v["mean_rounds"])) for k, v in best.items()
+                         if k[0] == target and k[2] == fam)
+            s = loglog_slope([p[0] for p in pts], [p[1] for p in pts])
+            if not math.isnan(s):
+                lines.append(f"| {TARGETS.get(target, target)} | {fam} | {s:.2f} |")
+    return "\n".join(lines)
+
+
+def _family_order(name):
+    order = ["assd (best k)", "block (best k)", "autospec default", "autospec tuned knobs",
+             "proposed", "proposed + prequery"]
+    return (order.index(name) if name in order else len(order), name)
+
+
+def _target_order(target):
+    keys = list(TARGETS)
+    return keys.index(target) if target in keys else len(keys)
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    best = best_rows(rows)
+    targets = sorted({k[0] for k in best}, key=_target_order)
+    fams = sorted({k[2] for k in best}, key=_family_order)
+    fig, axes = plt.subplots(2, len(targets), figsize=(3.6 * len(targets), 6.4), squeeze=False)
+    for col, target in enumerate(targets):
+        sizes = sorted({k[1] for k in best if k[0] == target})
+        for ax, what in ((axes[0, col], "rounds"), (axes[1, col], "queries")):
+            if what == "rounds":
+                ax.plot(sizes, sizes, "k:", label="sequential")
+            else:
+                ax.plot(sizes, [3 * s * math.log2(s) for s in sizes], "k:", label="3 n log2 n")
+            for i, fam in enumerate(fams):
+                pts = sorted((k[1], v) for k, v in best.items() if k[0] == target and k[2] == fam)
+                if not pts:
+                    continue
+                xs = [p[0] for p in pts]
+                color = f"C{i}"
+                if what == "rounds":
+                    ax.plot(xs, [float(p[1]["mean_rounds"]) for p in pts], "-o", color=color,
+                            ms=3, label=fam)
+                    ax.plot(xs, [float(p[1]["p90_rounds"]) for p in pts], "--", color=color,
+                            lw=0.8)
+                else:
+                    ax.plot(xs, [float(p[1]["mean_queries"]) for p in pts], "-o", color=color,
+                            ms=3, label=fam)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.grid(True, which="both", lw=0.3)
+            ax.set_xlabel("n")
+        axes[0, col].set_title(TARGETS.get(target, target), fontsize=9)
+    axes[0, 0].set_ylabel("rounds (mean -, p90 --)")
+    axes[1, 0].set_ylabel("queries (mean)")
+    axes[0, 0].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+def read_csv(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def main(args):
+    os.makedirs(RESULTS, exist_ok=True)
+    if args.overhead:
+        path = os.path.join(RESULTS, "overhead.csv")
+        out = []
+        for n in args.sizes:
+            for config in args.overhead_configs:
+                row = measure_overhead(args.targets[0], n, config, args.draws)
+                print(row, flush=True)
+                out.append(row)
+        new = not os.path.exists(path)
+        with open(path, "a", newline="") as f:
+            writer = csv.DictWriter(f, list(out[0]))
+            if new:
+                writer.writeheader()
+            writer.writerows(out)
+        return out
+
+    path = args.csv or os.path.join(RESULTS, f"rounds_{args.backend}.csv")
+    if args.report:
+        rows = [r for r in read_csv(path) if int(r["n"]) in args.sizes
+                and r["target"] in args.targets]
+        for n in args.sizes:
+            print(compact_table(rows, n) + "\n")
+        print(slopes(rows))
+        return rows
+    existing = read_csv(path)
+    done = {(r["target"], int(r["n"]), r["config"]) for r in existing}
+    configs = ([f"assd:k={k}" for k in args.windows] + [f"block:k={k}" for k in args.windows]
+               + [DEFAULT] + ([PAPER, args.tuned] if args.paper else []) + args.extra)
+    commit = git_commit()
+    tasks = []
+    for n in args.sizes:
+        for target in args.targets:
+            for config in configs:
+                if (target, n, config) in done and not args.force:
+                    continue
+                method, knobs = parse_config(config)
+                if method in ("assd", "block") and resolve_size(knobs["k"], n) > n:
+                    continue  # the same as k = n
+                engine_methods = ("autospec", "paper", "assd", "block")
+                backend = args.backend if method in engine_methods else "sim"
+                tasks.append((backend, target, n, config))
+    new = not existing
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, FIELDS)
+        if new:
+            writer.writeheader()
+        sim = [(t, n, c, args.draws, args.seed) for b, t, n, c in tasks if b == "sim"]
+        engine = [(t, n, c) for b, t, n, c in tasks if b == "engine"]
+        results = []
+        if sim and args.workers > 1:
+            from multiprocessing import Pool
+
+            with Pool(args.workers) as pool:
+                for row in pool.imap_unordered(_measure_sim_task, sim):
+                    results.append(row)
+                    _emit(writer, f, row, commit)
+        else:
+            for task in sim:
+                _emit(writer, f, _measure_sim_task(task), commit)
+        for target, n, config in engine:
+            row = measure_engine(target, n, config, args.draws, args.seed, args.draws_per_call,
+                                 args.slots_per_draw, args.memory_budget)
+            _emit(writer, f, row, commit)
+    rows = [r for r in read_csv(path) if int(r["n"]) in args.sizes and r["target"] in args.targets]
+    print(table(rows))
+    print()
+    print(slopes(rows))
+    figure = args.figure or os.path.join(RESULTS, f"rounds_{args.backend}.png")
+    plot(rows, figure)
+    print(f"\nCSV: {path}\nfigure: {figure}")
+    return rows
+
+
+def _measure_sim_task(task):
+    return measure_sim(*task)
+
+
+def _emit(writer, f, row, commit):
+    row["commit"] = commit
+    writer.writerow(row)
+    f.flush()
+    print(f"{row['target']:>16} {row['n']:>6} {row['config']:<44} [{row['backend']}] rounds "
+          f"{row['mean_rounds']:>8} p90 {row['p90_rounds']:>7} queries {row['mean_queries']:>10} "
+          f"{row['seconds_per_draw']:>7}s/draw compile {row['compile_seconds']}s", flush=True)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backend", choices=["engine", "sim"], default="engine")
+    parser.add_argument("--targets", nargs="*", default=list(TARGETS))
+    parser.add_argument("--sizes", nargs="*", type=int, default=[64, 256, 1024, 4096, 16384])
+    parser.add_argument("--windows", nargs="*", default=["16", "64", "256"],
+                        help="assd/block windows k (a suffix s means k * sqrt(n))")
+    parser.add_argument("--tuned", default=TUNED, help="the tuned autospec config")
+    parser.add_argument("--paper", action=argparse.BooleanOptionalAction, default=True,
+                        help="also run the paper's recursion as written (slow at large n)")
+    parser.add_argument("--extra", nargs="*", default=[],
+                        help="more configs (prototypes only), default: the proposed strategy")
+    parser.add_argument("--draws", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=1, help="processes for the sim backend")
+    parser.add_argument("--draws-per-call", type=int, default=4)
+    parser.add_argument("--slots-per-draw", type=int, default=128,
+                        help="pool slots per draw of a call (<= 0: the engine's default)")
+    parser.add_argument("--memory-budget", type=int, default=1 << 30)
+    parser.add_argument("--csv", default=None)
+    parser.add_argument("--figure", default=None)
+    parser.add_argument("--force", action="store_true", help="re-measure cells in the CSV")
+    parser.add_argument("--report", action="store_true",
+                        help="print compact tables and slopes from the CSV, measure nothing")
+    parser.add_argument("--overhead", action="store_true")
+    parser.add_argument("--overhead-configs", nargs="*", default=["assd:k=256", "autospec:"])
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    main(parse_args())
