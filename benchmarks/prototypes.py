@@ -29,10 +29,12 @@ Samplers (``--method``):
               ``lookahead``: the :class:`~numpyro_autospec.config.SamplerConfig` knobs);
 ``assd``      self-speculative decoding, token verification, window ``k``;
 ``block``     the same with block verification (Sun et al. 2025);
-``hybrid``    PROPOSED: the root drafts windows of ``k`` sites, verifies them with block
-              verification, and samples the rest of a partially kept window with the paper's
-              recursion (sequence-level acceptance + residual trials).  See :class:`Hybrid`.
-``adaptive``  PROPOSED: ``block`` with a window adapted, within a draw, from the kept lengths
+``hybrid``    the root drafts windows of ``k`` sites, verifies them with block verification,
+              and samples the rest of a partially kept window with the paper's recursion
+              (sequence-level acceptance + residual trials).  With adaptive windows and a
+              recursion fallback (``adapt``, ``floor``, ``fb``) this is the engine's default
+              root policy (``numpyro_autospec.config.RootPolicy``).  See :class:`Hybrid`.
+``adaptive``  ``block`` with a window adapted, within a draw, from the kept lengths
               observed so far (exact: the window is chosen before the draft is drawn).
 
 Run ``python benchmarks/prototypes.py --help``.
@@ -501,12 +503,12 @@ class AdaptiveAutospec(Autospec):
 
 
 class Hybrid(Autospec):
-    """PROPOSED root for autospec.  Windows of ``k`` sites are drafted from the speculation and
-    verified with block verification (one scoring round, the same round the paper's
-    speculation costs).  If the kept prefix (+ correction) covers less than ``frac`` of the
-    window, the **rest of the window** is sampled with the paper's recursion
-    (:meth:`Autospec.sample_block`: sequence-level acceptance + residual trials); otherwise the
-    next window starts right after the correction.
+    """The default root for autospec (``RootPolicy``).  Windows of ``k`` sites are drafted
+    from the speculation and verified with block verification (one scoring round, the same
+    round the paper's speculation costs).  If the kept prefix (+ correction) covers less than
+    ``frac`` of the window, the **rest of the window** is sampled with the paper's recursion
+    (:meth:`Autospec.sample_block`: sequence-level acceptance + residual trials); otherwise
+    the next window starts right after the correction.
 
     Exact: block verification leaves the kept prefix + correction distributed so that continuing
     with *any* exact sampler of mu(. | prefix) is exact, the recursion is exact, and the choice

@@ -7,10 +7,12 @@ time; then the log-log slope of mean rounds over n = 1024..16384 and a log-log p
 
 Methods: ``sequential`` (n rounds and n queries exactly; not run), ``assd`` (token verification)
 and ``block`` (block verification) with the windows of ``--windows`` (the table keeps the
-best window per cell and the CSV keeps them all), ``autospec`` with the default
-:class:`~numpyro_autospec.config.SamplerConfig` and with ``--tuned``.  Proposed strategies that
-the engine does not implement yet (``hybrid:...``, see ``prototypes.py``) can be added with
-``--extra``; they always run on the NumPy prototypes.
+best window per cell and the CSV keeps them all), ``autospec:`` (the default
+:class:`~numpyro_autospec.config.SamplerConfig`: block-verified adaptive windows with recursion
+blocks as fallback) and ``paper:`` (the paper's recursion as written, ``root_windows=False``;
+``--paper``) and ``--tuned``.  Strategies that the engine does not implement (``hybrid:...``
+with ``prequery=1``, see ``prototypes.py``) can be added with ``--extra``; they always run on the
+NumPy prototypes.
 
 Backends (``--backend``):
 
@@ -18,7 +20,8 @@ Backends (``--backend``):
             share one task pool; ``--slots-per-draw`` sets the pool size).  Measures wall and
             compile times too.
 ``sim``     the exact NumPy prototypes (``prototypes.py``): the same algorithms and round
-            accounting, much faster on CPU; wall and compile times are not meaningful there.
+            accounting (``autospec:`` is ``prototypes.Hybrid`` with the engine's default knobs),
+            much faster on CPU; wall and compile times are not meaningful there.
 
 ``--overhead`` measures the engine's per-round scheduler overhead instead, on the first of
 ``--targets``, by oracle doubling (see :func:`measure_overhead`).
@@ -59,8 +62,8 @@ TARGETS = {
 DEFAULT = "autospec:"
 PAPER = "paper:"
 TUNED = "paper:block=8s,growth=3"
-#: the proposed root strategy (prototypes.Hybrid; not in the engine yet), without and with
-#: the correction lookahead
+#: the default root policy as a prototype (prototypes.Hybrid, the engine's default knobs), and
+#: with the correction lookahead that only the prototypes implement
 PROPOSED = "hybrid:k=4s,adapt=8,k_min=1s,floor=0.25s,fb=0.5s"
 PROPOSED_PREQUERY = PROPOSED + ",prequery=1"
 
@@ -288,7 +291,7 @@ def family(row):
     if config == PAPER:
         return "paper as written"
     if config == TUNED:
-        return "paper, 8 sqrt(n) blocks"
+        return "paper, 8 sqrt(n) blocks, rho=3"
     if config == PROPOSED_PREQUERY:
         return "default + prequery"
     return config
@@ -362,8 +365,8 @@ def slopes(rows) -> str:
 
 
 def _family_order(name):
-    order = ["assd (best k)", "block (best k)", "autospec default", "autospec tuned knobs",
-             "proposed", "proposed + prequery"]
+    order = ["assd (best k)", "block (best k)", "autospec (default)", "default + prequery",
+             "paper as written", "paper, 8 sqrt(n) blocks, rho=3"]
     return (order.index(name) if name in order else len(order), name)
 
 
@@ -518,11 +521,12 @@ def parse_args(argv=None):
     parser.add_argument("--sizes", nargs="*", type=int, default=[64, 256, 1024, 4096, 16384])
     parser.add_argument("--windows", nargs="*", default=["16", "64", "256"],
                         help="assd/block windows k (a suffix s means k * sqrt(n))")
-    parser.add_argument("--tuned", default=TUNED, help="the tuned autospec config")
+    parser.add_argument("--tuned", default=TUNED,
+                        help="the paper's recursion with tuned knobs (run with --paper)")
     parser.add_argument("--paper", action=argparse.BooleanOptionalAction, default=True,
                         help="also run the paper's recursion as written (slow at large n)")
     parser.add_argument("--extra", nargs="*", default=[],
-                        help="more configs (prototypes only), default: the proposed strategy")
+                        help="more configs, e.g. the prototype-only default + prequery")
     parser.add_argument("--draws", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=1, help="processes for the sim backend")

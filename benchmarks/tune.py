@@ -4,7 +4,7 @@ Round and query counts are properties of the algorithm, not of its execution, so
 runs the exact NumPy prototypes of :mod:`prototypes` (same algorithm, same round accounting as
 ``numpyro_autospec.reference``; their law is checked by ``prototypes.py --check`` and their
 round counts agree with the engine's when the engine's pool is large enough -- see
-``--engine-check`` and ``benchmarks/README.md``).  That makes a sweep over hundreds of
+``--engine-check`` and ``docs/benchmarks.md``).  That makes a sweep over hundreds of
 (target, n, config) cells affordable on two CPU cores.
 
 Stages (``--stage``):
