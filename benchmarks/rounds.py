@@ -451,6 +451,9 @@ def main(args):
         for n in args.sizes:
             print(compact_table(rows, n) + "\n")
         print(slopes(rows))
+        figure = args.figure or os.path.join(RESULTS, f"rounds_{args.backend}.png")
+        plot(rows, figure)
+        print(f"\nfigure: {figure}")
         return rows
     existing = read_csv(path)
     done = {(r["target"], int(r["n"]), r["config"]) for r in existing}
@@ -538,7 +541,8 @@ def parse_args(argv=None):
     parser.add_argument("--figure", default=None)
     parser.add_argument("--force", action="store_true", help="re-measure cells in the CSV")
     parser.add_argument("--report", action="store_true",
-                        help="print compact tables and slopes from the CSV, measure nothing")
+                        help="print compact tables and slopes and draw the plot from the CSV, "
+                        "measure nothing")
     parser.add_argument("--overhead", action="store_true")
     parser.add_argument("--overhead-configs", nargs="*", default=["assd:k=256", "autospec:"])
     return parser.parse_args(argv)
