@@ -27,7 +27,8 @@ trials).  Every setting is exact; they trade rounds against queries.
 
 Each draw runs alone in its compiled call (``--draws-per-call 1``, the default), so that its
 rounds are its own and not those of the draws sharing its pool; the query batch is capped by
-``--memory-budget`` (each query gathers the whole path, ``(N + 1) d`` floats).
+``--memory-budget`` (queries index the pool's paths directly through the process's batched
+``query_batch``/``score_batch``, see docs/engine.md).
 
 Examples::
 

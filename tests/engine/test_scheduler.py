@@ -10,6 +10,7 @@ draw counts the slow reference cannot afford.
 import jax
 import numpy as np
 import pytest
+from scipy import stats
 
 import numpyro_autospec.engine.scheduler as scheduler
 from numpyro_autospec import reference
@@ -17,11 +18,12 @@ from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import Capacity, run
 from numpyro_autospec.oracles import (
     CurieWeissOracle,
+    IsingChainOracle,
     PerturbedOracle,
     TableOracle,
 )
 from numpyro_autospec.processes import AnyOrderProcess
-from tests.gof import assert_gof, chisquare_gof, encode_configurations
+from tests.gof import assert_gof, chisquare_gof, encode_configurations, mean_z_test
 
 N, Q = 4, 3
 CONFIGS = {
@@ -132,6 +134,38 @@ def test_curie_weiss_magnetization_law():
     ups = value.sum(axis=1)
     assert_gof(ups, np.exp(oracle.magnetization_log_probs()), threshold=1e-4)
     assert rounds.mean() < n / 2
+
+
+def test_ising_chain_statistics():
+    """Ising chains, default root (windows and recursion blocks both occur at n = 48).
+
+    Zero field: the bonds s_i s_{i+1} are independent, so the number of domain walls is
+    Binomial(n - 1, 1 / (1 + e^{2J})) (chi-square, 8 000 draws: power 0.99 against a 0.012
+    error in the wall probability).  Random fields and couplings: the mean of every spin and
+    every bond against the transfer-matrix expectations (z-tests, Bonferroni over 2n - 1)."""
+    n, coupling = 48, 0.8
+    uniform = IsingChainOracle.uniform(n, coupling)
+    value, rounds, _ = engine_draws(
+        AnyOrderProcess(uniform, n, 2), jax.random.PRNGKey(21), 8_000, SamplerConfig(),
+        chunk=4000,
+    )
+    walls = (value[:, 1:] != value[:, :-1]).sum(axis=1)
+    wall_law = stats.binom.pmf(np.arange(n), n - 1, 1.0 / (1.0 + np.exp(2.0 * coupling)))
+    assert_gof(walls, wall_law, threshold=1e-4)
+    assert rounds.mean() < n / 3
+
+    rng = np.random.default_rng(3)
+    chain = IsingChainOracle(rng.uniform(-1.0, 1.2, n - 1), rng.normal(0.0, 0.5, n))
+    value, _, _ = engine_draws(
+        AnyOrderProcess(chain, n, 2), jax.random.PRNGKey(22), 8_000, SamplerConfig(),
+        chunk=4000,
+    )
+    spins = 2.0 * value - 1.0
+    statistics = np.concatenate([spins, spins[:, 1:] * spins[:, :-1]], axis=1)
+    expected = np.concatenate(
+        [chain.site_marginals() @ np.array([-1.0, 1.0]), chain.bond_expectations()]
+    )
+    mean_z_test(statistics, expected, threshold=1e-4)
 
 
 def test_wrong_sampler_is_caught(monkeypatch):
