@@ -21,6 +21,11 @@ def load(name):
     [
         ("quickstart", ["--num-positions", "16", "--num-samples", "6", "--num-chains", "2"]),
         ("infilling", ["--num-positions", "8", "--num-pinned", "2", "--num-samples", "6"]),
+        (
+            "learned_digits",
+            ["--num-steps", "20", "--hidden-size", "16", "--num-samples", "4", "--eval-orders", "1"]
+            + ["--no-progress-bar"],
+        ),
     ],
 )
 def test_example_runs(name, argv, tmp_path, capsys):
