@@ -54,6 +54,7 @@ import numpy as np
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.denoisers import GaussianMixtureDenoiser, digits_point_cloud
 from numpyro_autospec.engine import Capacity, run
+from numpyro_autospec.engine.scheduler import plan
 from numpyro_autospec.processes import DiffusionProcess
 from numpyro_autospec.processes.diffusion import default_times
 
@@ -61,8 +62,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 TARGETS = ("digits", "mixture")
 FIELDS = [
-    "target", "dim", "n", "block", "growth", "draws", "mean_rounds", "se_rounds", "p90_rounds",
-    "max_rounds", "mean_queries", "queries_per_n", "sequential_rounds", "speedup",
+    "target", "dim", "n", "block", "growth", "num_slots", "draws", "mean_rounds", "se_rounds",
+    "median_rounds", "p90_rounds", "max_rounds", "mean_queries", "queries_per_n",
+    "sequential_rounds", "speedup",
     "seconds_per_draw", "compile_seconds", "commit",
 ]  # fmt: skip
 
@@ -75,6 +77,7 @@ class Cell(NamedTuple):
     n: int
     block: str
     growth: float
+    num_slots: int  # the pool size the engine ran with (resolved, not requested)
     rounds: np.ndarray
     queries: np.ndarray
     seconds_per_draw: float
@@ -117,13 +120,16 @@ def sampler_config(block: str, growth: float, n: int) -> SamplerConfig:
     return SamplerConfig(method="autospec", block_size=resolve_block(block, n), growth=growth)
 
 
-def engine_capacity(process: DiffusionProcess, memory_budget: int) -> Capacity:
+def engine_capacity(
+    process: DiffusionProcess, memory_budget: int, num_slots: int | None = None
+) -> Capacity:
     """Cap the query batch so that the gathered paths fit in ``memory_budget`` bytes, but
-    allow at least two whole-path scorings per round."""
+    allow at least two whole-path scorings per round; ``num_slots`` (``None``: the engine's
+    default) is the pool size, which bounds how many residual trials run at once."""
     path_bytes = (process.num_steps + 1) * process.dim * 4
     affordable = memory_budget // (2 * path_bytes)
     max_queries = int(max(min(affordable, 1 << 16), 2 * (process.num_steps + 1)))
-    return Capacity(max_queries=max_queries, memory_budget=memory_budget)
+    return Capacity(num_slots=num_slots, max_queries=max_queries, memory_budget=memory_budget)
 
 
 # --------------------------------------------------------------------------- measuring
@@ -137,11 +143,12 @@ def measure(
     seed: int = 0,
     draws_per_call: int = 1,
     memory_budget: int = 1 << 30,
+    num_slots: int | None = None,
 ) -> Cell:
     """``draws`` engine draws in calls of ``draws_per_call`` (one compilation)."""
     process = make_process(target, n)
     config = sampler_config(block, growth, n)
-    capacity = engine_capacity(process, memory_budget)
+    capacity = engine_capacity(process, memory_budget, num_slots)
     calls = math.ceil(draws / draws_per_call)
     keys = jax.random.split(jax.random.PRNGKey(seed + n), calls * draws_per_call)
     keys = keys.reshape(calls, draws_per_call, -1)
@@ -162,6 +169,7 @@ def measure(
         n,
         block,
         growth,
+        plan(process, config, capacity, draws_per_call, keys[0, 0]).num_slots,
         np.concatenate(rounds)[:draws],
         np.concatenate(queries)[:draws],
         seconds,
@@ -179,11 +187,13 @@ def summarize(cell: Cell, commit: str) -> dict:
         "n": cell.n,
         "block": cell.block,
         "growth": cell.growth,
+        "num_slots": cell.num_slots,
         "draws": rounds.size,
         "mean_rounds": round(rounds.mean(), 2),
         "se_rounds": round(rounds.std(ddof=1) / math.sqrt(rounds.size), 2)
         if rounds.size > 1
         else float("nan"),
+        "median_rounds": round(float(np.median(rounds)), 1),
         "p90_rounds": round(float(np.percentile(rounds, 90)), 1),
         "max_rounds": int(rounds.max()),
         "mean_queries": round(queries.mean(), 1),
@@ -206,20 +216,22 @@ def loglog_slope(sizes, values) -> float:
 
 
 def setting(row: dict) -> str:
-    return f"block={row['block']},growth={float(row['growth']):g}"
+    return f"block={row['block']},growth={float(row['growth']):g},slots={row['num_slots']}"
 
 
 def table(rows: list[dict]) -> str:
     """Fixed-width table of the rows, then the slope of mean rounds per target and setting."""
     header = (
-        f"{'target':<8}{'N':>6} {'setting':<22}{'rounds':>8}{'+-':>6}{'p90':>7}{'max':>6}"
+        f"{'target':<8}{'N':>6} {'setting':<32}{'rounds':>8}{'+-':>6}{'median':>7}{'p90':>7}"
+        f"{'max':>6}"
         f"{'queries':>9}{'q/N':>6}{'seq':>6}{'speed-up':>9}{'s/draw':>8}"
     )
     lines = [header]
     for row in rows:
         lines.append(
-            f"{row['target']:<8}{row['n']:>6} {setting(row):<22}{row['mean_rounds']:>8.1f}"
-            f"{row['se_rounds']:>6.1f}{row['p90_rounds']:>7.0f}{row['max_rounds']:>6}"
+            f"{row['target']:<8}{row['n']:>6} {setting(row):<32}{row['mean_rounds']:>8.1f}"
+            f"{row['se_rounds']:>6.1f}{row['median_rounds']:>7.0f}{row['p90_rounds']:>7.0f}"
+            f"{row['max_rounds']:>6}"
             f"{row['mean_queries']:>9.0f}{row['queries_per_n']:>6.1f}"
             f"{row['sequential_rounds']:>6}{row['speedup']:>8.1f}x{row['seconds_per_draw']:>8.2f}"
         )
@@ -230,7 +242,7 @@ def table(rows: list[dict]) -> str:
         slope = loglog_slope(sizes, [r["mean_rounds"] for r in group])
         q_slope = loglog_slope(sizes, [r["mean_queries"] for r in group])
         lines.append(
-            f"  {target:<8} {name:<22} N = {min(sizes)}..{max(sizes)}: rounds {slope:.2f}, "
+            f"  {target:<8} {name:<32} N = {min(sizes)}..{max(sizes)}: rounds {slope:.2f}, "
             f"queries {q_slope:.2f}"
         )
     return "\n".join(lines)
@@ -312,6 +324,7 @@ def main(args: argparse.Namespace) -> list[dict]:
                             seed=args.seed,
                             draws_per_call=args.draws_per_call,
                             memory_budget=args.memory_budget,
+                            num_slots=args.num_slots,
                         )
                         row = summarize(cell, commit)
                         rows.append(row)
@@ -342,6 +355,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--growth", type=float, nargs="+", default=[1.0], help="rho values")
     parser.add_argument("--draws-per-call", type=int, default=1)
     parser.add_argument("--memory-budget", type=int, default=1 << 30, help="bytes")
+    parser.add_argument(
+        "--num-slots",
+        type=int,
+        default=None,
+        help="pool size (default: the engine's, 4 depth + 2 per draw); bounds parallel trials",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out-dir", default=RESULTS)
     parser.add_argument("--name", default="diffusion_rounds", help="CSV/PNG file stem")
