@@ -33,8 +33,7 @@ from jax.typing import ArrayLike
 
 from numpyro_autospec.oracles.validation import (
     check_oracle_signature,
-    check_permutation,
-    check_values_in_support,
+    check_order_and_observed,
 )
 
 __all__ = ["LearnedOracle", "learned_log_marginals"]
@@ -161,16 +160,7 @@ class LearnedOracle:
         :return: normalized log-probabilities, float64 numpy of shape ``(q,) * n``.
         """
         n, q = self.num_positions, self.num_categories
-        order = np.asarray(order)
-        check_permutation(order, n)
-        mask = np.zeros(n, bool) if mask is None else np.asarray(mask)
-        values = np.zeros(n, np.int64) if values is None else np.asarray(values)
-        if values.shape != (n,) or mask.shape != (n,) or mask.dtype != np.bool_:
-            raise ValueError(
-                f"need values of shape ({n},) and a bool mask of shape ({n},), got "
-                f"{values.dtype}{values.shape} and {mask.dtype}{mask.shape}"
-            )
-        check_values_in_support(np.where(mask, values, 0), q, name="values")
+        order, values, mask = check_order_and_observed(order, values, mask, n, q)
         configurations = self.configurations()
         rows = np.arange(len(configurations))
         total = np.zeros(len(configurations))

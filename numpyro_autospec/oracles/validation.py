@@ -36,6 +36,7 @@ __all__ = [
     "OracleDefect",
     "OracleError",
     "check_oracle_signature",
+    "check_order_and_observed",
     "check_permutation",
     "check_values_in_support",
     "describe_defect",
@@ -389,3 +390,41 @@ def check_permutation(order: ArrayLike, num_positions: int, *, name: str = "orde
             f"{name} is not a permutation of range({n}): {duplicated} appears "
             f"{int(counts[duplicated])} times and {missing} is missing"
         )
+
+
+def check_order_and_observed(
+    order: ArrayLike,
+    values: ArrayLike | None,
+    mask: ArrayLike | None,
+    num_positions: int,
+    num_categories: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The host-side arguments of a fixed-order sequential law, checked and made concrete.
+
+    ``order`` must be a permutation of ``range(n)``; ``values`` (default zeros) and ``mask``
+    (default: nothing observed) must have shape ``[n]``, the mask a bool dtype, and the
+    observed values must lie in :math:`[0, q)`.
+
+    :return: ``(order, values, mask)`` as numpy arrays.
+    :raises ValueError: naming the wrong shape, dtype or value.
+
+    >>> order, values, mask = check_order_and_observed([1, 0], None, None, 2, 3)
+    >>> values.tolist(), mask.tolist()
+    ([0, 0], [False, False])
+    >>> check_order_and_observed([1, 0], [0, 5], [False, True], 2, 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: site 'values': value 5 at index 1 is outside the support [0, 3)
+    """
+    n = int(num_positions)
+    order = np.asarray(order)
+    check_permutation(order, n)
+    mask = np.zeros(n, bool) if mask is None else np.asarray(mask)
+    values = np.zeros(n, np.int64) if values is None else np.asarray(values)
+    if values.shape != (n,) or mask.shape != (n,) or mask.dtype != np.bool_:
+        raise ValueError(
+            f"need values of shape ({n},) and a bool mask of shape ({n},), got "
+            f"{values.dtype}{values.shape} and {mask.dtype}{mask.shape}"
+        )
+    check_values_in_support(np.where(mask, values, 0), num_categories, name="values")
+    return order, values, mask
