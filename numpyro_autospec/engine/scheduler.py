@@ -48,7 +48,7 @@ from numpyro_autospec.verification import VERIFIERS
 __all__ = ["Capacity", "Samples", "run", "plan"]
 
 
-#: default pool per draw when the root is made of recursion blocks.  Measured on stochastic
+#: smallest default pool when the root is made of recursion blocks.  Measured on stochastic
 #: localization at N = 4096 (benchmarks/diffusion_rounds.py --num-slots, docs/diffusion.md):
 #: with 50 slots (4 depth + 2) queued residual batches took the mean rounds to 734 (digits)
 #: and 332 (mixture), with 512 slots to 169 and 150, same draws.
@@ -63,8 +63,8 @@ class Capacity(NamedTuple):
     ----------
     num_slots:
         tasks held at once (pool size).  Default: ``4 depth + 2`` per draw (``depth``: nesting
-        levels of the largest recursion block), at least :data:`RECURSION_ROOT_SLOTS` per
-        draw when the root is made of recursion blocks, capped by the memory budget and 8192.
+        levels of the largest recursion block), at least :data:`RECURSION_ROOT_SLOTS` in all
+        when the root is made of recursion blocks, capped by the memory budget and 8192.
     max_queries:
         oracle evaluations per round (the batch of one oracle call).  The batch is executed in
         the smallest of a few power-of-4 bucket sizes that holds the round's demand.
@@ -128,12 +128,11 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
     slot_bytes = 3 * _nbytes(answer_shape) + _nbytes(x_shape) + 512
     minimum = root_need + 1
     if capacity.num_slots is None:
-        per_draw = 4 * root_need + 2
+        wanted = num_draws * (4 * root_need + 2)
         if policy.rule is None and root_need > 0:
             # a root made of recursion blocks (diffusion, the paper's root): its residual
-            # loops are the draw's parallel work, and a batch that does not fit waits
-            per_draw = max(per_draw, RECURSION_ROOT_SLOTS)
-        wanted = num_draws * per_draw
+            # loops are the parallel work, and a batch that does not fit waits
+            wanted = max(wanted, RECURSION_ROOT_SLOTS)
         affordable = max(minimum, capacity.memory_budget // (2 * slot_bytes))
         num_slots = max(minimum, min(wanted, affordable, 8192))
     else:
