@@ -359,7 +359,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--num-slots",
         type=int,
         default=None,
-        help="pool size (default: the engine's, 4 depth + 2 per draw); bounds parallel trials",
+        help="pool size (default: the engine's, at least 512 for these roots)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out-dir", default=RESULTS)
