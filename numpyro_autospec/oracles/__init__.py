@@ -11,7 +11,12 @@ Each class is a thin shell over a pure function of its parameters and the query
 arguments lets ``jit`` compile once per shape rather than once per instance.
 """
 
-from numpyro_autospec.oracles.base import AnyOrderOracle
+from numpyro_autospec.oracles.base import (
+    AnyOrderOracle,
+    FunctionOracle,
+    as_oracle,
+    marginal_conditionals,
+)
 from numpyro_autospec.oracles.curie_weiss import CurieWeissOracle, curie_weiss_log_marginals
 from numpyro_autospec.oracles.hopfield import HopfieldOracle, hopfield_log_marginals
 from numpyro_autospec.oracles.ising_chain import IsingChainOracle, ising_chain_log_marginals
@@ -40,6 +45,9 @@ __all__ = [
     "DEFECT_POSINF",
     "DEFECT_UNNORMALIZED",
     "AnyOrderOracle",
+    "FunctionOracle",
+    "as_oracle",
+    "marginal_conditionals",
     "CurieWeissOracle",
     "HopfieldOracle",
     "IsingChainOracle",

@@ -11,6 +11,7 @@ from jax import Array
 from jax.scipy.special import gammaln
 from jax.typing import ArrayLike
 
+from numpyro_autospec.oracles.base import AnyOrderOracle
 from numpyro_autospec.oracles.validation import check_values_in_support
 
 __all__ = ["CurieWeissOracle", "curie_weiss_log_marginals"]
@@ -54,7 +55,7 @@ def curie_weiss_log_marginals(beta: ArrayLike, h: ArrayLike, x: Array, mask: Arr
 _jitted_log_marginals = jax.jit(curie_weiss_log_marginals)
 
 
-class CurieWeissOracle:
+class CurieWeissOracle(AnyOrderOracle):
     r"""The Curie-Weiss model on :math:`\{0, 1\}^n` with exact any-order conditionals.
 
     Spins :math:`s_i = 2x_i - 1`, magnetization :math:`M = \sum_i s_i`, and
@@ -107,7 +108,7 @@ class CurieWeissOracle:
     def __repr__(self) -> str:
         return f"CurieWeissOracle(num_positions={self.num_positions}, beta={self.beta}, h={self.h})"
 
-    def __call__(self, x: Array, mask: Array) -> Array:
+    def log_marginals(self, x: Array, mask: Array) -> Array:
         """Log conditional marginals ``[n, 2]`` given ``x`` on ``mask`` (the same row for all)."""
         return _jitted_log_marginals(self.beta, self.h, x, mask)
 

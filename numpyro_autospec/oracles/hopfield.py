@@ -10,6 +10,8 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from numpyro_autospec.oracles.base import AnyOrderOracle
+
 __all__ = ["HopfieldOracle", "hopfield_log_marginals"]
 
 
@@ -30,7 +32,7 @@ def hopfield_log_marginals(
 _jitted_log_marginals = jax.jit(hopfield_log_marginals)
 
 
-class HopfieldOracle:
+class HopfieldOracle(AnyOrderOracle):
     r"""A logistic any-order model built on Hopfield patterns; inconsistent like a network.
 
     Patterns :math:`\xi \in \{-1, +1\}^{R \times n}`, spins :math:`s_i = 2x_i - 1`.  The
@@ -90,6 +92,6 @@ class HopfieldOracle:
             f"num_positions={self.num_positions}, beta={self.beta}, h={self.h})"
         )
 
-    def __call__(self, x: Array, mask: Array) -> Array:
+    def log_marginals(self, x: Array, mask: Array) -> Array:
         """Log conditionals ``[n, 2]``: column 0 is :math:`s_i = -1`, column 1 is :math:`+1`."""
         return _jitted_log_marginals(self.patterns, self.beta, self.h, x, mask)

@@ -10,6 +10,8 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from numpyro_autospec.oracles.base import AnyOrderOracle
+
 __all__ = ["IsingChainOracle", "ising_chain_log_marginals"]
 
 _SPINS = np.array([-1.0, 1.0], np.float32)
@@ -72,7 +74,7 @@ _jitted_log_marginals = jax.jit(ising_chain_log_marginals)
 _jitted_messages = jax.jit(_messages)
 
 
-class IsingChainOracle:
+class IsingChainOracle(AnyOrderOracle):
     r"""The Ising chain on :math:`\{0, 1\}^n`, spins :math:`s_i = 2x_i - 1`:
 
     .. math:: \mu(s) \propto \exp\Big(\sum_{i=0}^{n-2} J_i s_i s_{i+1} + \sum_{i=0}^{n-1} h_i s_i
@@ -128,7 +130,7 @@ class IsingChainOracle:
     def __repr__(self) -> str:
         return f"IsingChainOracle(num_positions={self.num_positions})"
 
-    def __call__(self, x: Array, mask: Array) -> Array:
+    def log_marginals(self, x: Array, mask: Array) -> Array:
         """Log conditional marginals ``[n, 2]`` given ``x`` on ``mask`` (``x`` in ``{0, 1}``)."""
         return _jitted_log_marginals(self.couplings, self.fields, x, mask)
 

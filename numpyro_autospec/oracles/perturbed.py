@@ -10,6 +10,7 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from numpyro_autospec.oracles.base import AnyOrderOracle
 from numpyro_autospec.oracles.table import TableOracle, table_log_marginals
 from numpyro_autospec.oracles.validation import check_order_and_observed
 
@@ -43,7 +44,7 @@ def perturbed_log_marginals(log_probs: Array, noise: Array, x: Array, mask: Arra
 _jitted_log_marginals = jax.jit(perturbed_log_marginals)
 
 
-class PerturbedOracle:
+class PerturbedOracle(AnyOrderOracle):
     r"""A table's conditionals perturbed by fixed noise per mask pattern: no joint behind them.
 
     With :math:`\mu` the table's joint, :math:`S` the pinned sites and
@@ -96,7 +97,7 @@ class PerturbedOracle:
     def __repr__(self) -> str:
         return f"PerturbedOracle({self.table!r}, scale={self.scale})"
 
-    def __call__(self, x: Array, mask: Array) -> Array:
+    def log_marginals(self, x: Array, mask: Array) -> Array:
         """Perturbed log conditional marginals ``[n, q]`` given ``x`` on ``mask``."""
         return _jitted_log_marginals(self._log_probs, self.noise, x, mask)
 

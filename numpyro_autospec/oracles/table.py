@@ -10,6 +10,7 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from numpyro_autospec.oracles.base import AnyOrderOracle
 from numpyro_autospec.oracles.validation import check_values_in_support
 
 __all__ = ["TableOracle", "table_log_marginals"]
@@ -49,7 +50,7 @@ def table_log_marginals(log_probs: Array, x: Array, mask: Array) -> Array:
 _jitted_log_marginals = jax.jit(table_log_marginals)
 
 
-class TableOracle:
+class TableOracle(AnyOrderOracle):
     r"""Exact any-order conditionals of an explicit joint :math:`\mu` on :math:`[q]^n`.
 
     The joint is given as unnormalized log-weights of shape ``(q,)*n`` (``-inf`` marks an
@@ -109,7 +110,7 @@ class TableOracle:
         q, n = self.num_categories, self.num_positions
         return np.array(list(itertools.product(range(q), repeat=n)), np.int32).reshape(-1, n)
 
-    def __call__(self, x: Array, mask: Array) -> Array:
+    def log_marginals(self, x: Array, mask: Array) -> Array:
         """Log conditional marginals ``[n, q]`` of every site given ``x`` on ``mask``."""
         return _jitted_log_marginals(self._table, x, mask)
 
