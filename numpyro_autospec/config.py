@@ -84,6 +84,18 @@ class RootPolicy(NamedTuple):
     recursion_block: int
     leaf_size: int
 
+    @property
+    def answer_rows(self) -> int:
+        """Rows of a speculation answer: the largest block speculated (a window or a
+        recursion block); any-order answers hold the conditionals of that many steps."""
+        return max(1, self.recursion_block, self.max_window if self.rule is not None else 1)
+
+    def score_rows(self, window: bool) -> int:
+        """Rows of one block-scoring call (steps ``a+1..a+m-1`` of a block of at most
+        ``max_window`` (window) or ``recursion_block`` steps)."""
+        largest = self.max_window if window else self.recursion_block
+        return max(1, largest - 1)
+
     def next_window(self, window: int, advanced: int, windows: int) -> int:
         """The window after ``windows`` windows that advanced ``advanced`` steps in all."""
         if self.window_growth <= 0 or windows <= 0:

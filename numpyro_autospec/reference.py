@@ -69,23 +69,42 @@ class _Result(NamedTuple):
 
 
 class _Jitted:
-    """The process methods, jitted once per process, and the pseudo-code's lines as compiled
-    programs (one dispatch each; block lengths are static)."""
+    """The process methods, jitted once per process and root policy, and the pseudo-code's
+    lines as compiled programs (one dispatch each; block lengths are static).
 
-    def __init__(self, process):
+    Answers hold ``policy.answer_rows`` rows (a speculation query serves every block up to
+    that size); single-step queries (leaves, scoring steps, the final query) hold one; with
+    ``process.scores_blocks`` the scoring steps of a block are one ``score_block`` call of
+    ``policy.score_rows(window)`` rows, as in the engine.
+    """
+
+    def __init__(self, process, policy):
         self.process = process
-        for name in ("query", "output", "init"):
+        rows = policy.answer_rows
+        block_scoring = bool(getattr(process, "scores_blocks", False))
+        self.query = jax.jit(lambda x, k: process.query(x, k, rows))
+        self.step_query = jax.jit(lambda x, k: process.query(x, k, 1))
+        for name in ("output", "init"):
             setattr(self, name, jax.jit(getattr(process, name)))
         self.trial_keys = jax.jit(trial_keys)
         self.fold_in = jax.jit(jax.random.fold_in)
         self.split = jax.jit(jax.random.split)
 
+        def scoring_rows(x, a, m, window):
+            """Target rows of steps ``a+1..a+m-1`` (``m - 1`` queries): a batch of single-step
+            queries, or one ``score_block`` call of ``policy.score_rows(window)`` rows."""
+            if block_scoring:
+                return process.score_block(x, a + 1, policy.score_rows(window))
+            steps = a + jnp.arange(1, max(m, 2))
+            answers = jax.vmap(process.query, (None, 0, None))(x, steps, 1)
+            return jax.vmap(process.reduce, (None, 0, 0))(x, steps, answers)
+
         def target_log_density(x, a, m, answer):
             """sum_k target_logp(x, k, query(x, k)) over [a, a+m), the query at a reused."""
-            steps = a + jnp.arange(1, m)
-            answers = jax.vmap(process.query, (None, 0))(x, steps)
-            reduced = jax.vmap(process.reduce, (None, 0, 0))(x, steps, answers)
-            rest = jax.vmap(process.target_logp, (None, 0, 0))(x, steps, reduced)
+            rows = scoring_rows(x, a, m, False)
+            steps = a + 1 + jnp.arange(jax.tree.leaves(rows)[0].shape[0])
+            rest = jax.vmap(process.target_logp, (None, 0, 0))(x, steps, rows)
+            rest = jnp.where(steps < a + m, rest, 0.0)
             return process.target_logp(x, a, process.reduce(x, a, answer)) + jnp.sum(rest)
 
         def leaf_step(key, x, k, j, answer, log_mu):
@@ -102,7 +121,7 @@ class _Jitted:
             log_mu = target_log_density(x_spec, a, m, answer)
             log_nu = process.spec_logp(x_spec, a, m, answer)
             accepted = speculation_accepts(k_accept, log_mu, log_nu)
-            answer_next = process.query(x_spec, a + m) if lookahead else None
+            answer_next = process.query(x_spec, a + m, rows) if lookahead else None
             return x_spec, log_mu, answer_next, accepted, k_residual
 
         def residual_test(key, y, a, m, answer, log_mu_y):
@@ -120,10 +139,12 @@ class _Jitted:
                 k_spec, k_verify = jax.random.split(key)
                 x_spec = process.spec_sample(k_spec, x, c, m, answer)
                 steps = jnp.minimum(c + jnp.arange(size), c + m - 1)
-                answers = jax.vmap(process.query, (None, 0))(x_spec, steps)
-                answers = jax.tree.map(lambda all_, a: all_.at[0].set(a), answers, answer)
-                target_rows = jax.vmap(process.reduce, (None, 0, 0))(x_spec, steps, answers)
-                draft_rows = jax.vmap(process.spec_reduce, (None, 0, None))(x_spec, steps, answer)
+                first = process.reduce(x_spec, c, answer)
+                rest = scoring_rows(x_spec, c, size, True)
+                target_rows = jnp.concatenate([first[None], rest[: size - 1]])
+                draft_rows = jax.vmap(process.spec_reduce, (None, None, 0, None))(
+                    x_spec, c, steps, answer
+                )
                 values = jax.vmap(process.step_value, (None, 0))(x_spec, steps)
                 verdict = VERIFIERS[rule](k_verify, target_rows, draft_rows, values, m)
                 corrected = process.set_step_value(
@@ -131,24 +152,25 @@ class _Jitted:
                 )
                 full = verdict.kept == m
                 x_new = jax.tree.map(lambda a, b: jnp.where(full, a, b), x_spec, corrected)
-                answer_next = process.query(x_spec, c + m) if lookahead else None
+                answer_next = process.query(x_spec, c + m, rows) if lookahead else None
                 return x_new, verdict.kept, answer_next
 
             self.window = jax.jit(window, static_argnums=(3, 5, 6, 7))
 
 
 @functools.lru_cache(maxsize=32)
-def _jitted(process) -> _Jitted:
-    return _Jitted(process)
+def _jitted(process, policy) -> _Jitted:
+    return _Jitted(process, policy)
 
 
 class _Sampler:
     def __init__(self, process, config: SamplerConfig):
-        self.p = _jitted(process)
         self.n = process.num_steps
         self.final_query = process.final_query
         self.config = config.validate()
         self.policy = config.root_policy(self.n, has_discrete_steps(process))
+        self.p = _jitted(process, self.policy)
+        self.block_scoring = bool(getattr(process, "scores_blocks", False))
         self.leaf = self.policy.leaf_size
 
     def _wants_lookahead(self, end: int) -> bool:
@@ -163,7 +185,7 @@ class _Sampler:
             log_mu = 0.0
             for j in range(m):
                 if answer is None:
-                    answer = p.query(x, a + j)
+                    answer = p.step_query(x, a + j)
                     rounds, queries = rounds + 1, queries + 1
                 x, log_mu = p.leaf_step(key, x, a + j, j, answer, log_mu)
                 answer = None
@@ -178,7 +200,8 @@ class _Sampler:
         x_spec, log_mu, answer_next, accepted, k_residual = p.speculate(
             key, x, a, m, answer, lookahead
         )
-        rounds, queries = rounds + 1, queries + m - 1 + lookahead
+        scoring = 1 if self.block_scoring else m - 1  # evaluations of the scoring round
+        rounds, queries = rounds + 1, queries + scoring + lookahead
         if accepted:
             return _Result(x_spec, log_mu, answer_next, rounds, queries)
 
@@ -225,7 +248,8 @@ class _Sampler:
         x, kept, answer_next = self.p.window(
             key, x, c, e - c, answer, self.policy.max_window, self.policy.rule, lookahead
         )
-        queries += (e - c) - 1 + lookahead
+        scoring = min(1, e - c - 1) if self.block_scoring else (e - c) - 1
+        queries += scoring + lookahead
         if e - c > 1 or lookahead:  # a round is an oracle call
             rounds += 1
         kept = int(kept)
@@ -269,7 +293,7 @@ class _Sampler:
         final = None
         if self.final_query:
             if answer is None:
-                answer = p.query(x, self.n)
+                answer = p.step_query(x, self.n)
                 rounds, queries = rounds + 1, queries + 1
             final = answer
         return Draw(p.output(x, final), rounds, queries)

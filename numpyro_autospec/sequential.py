@@ -41,12 +41,12 @@ def sequential_draw(process, key: Array):
     x = process.init(k_init)
 
     def step(k, x):
-        answer = process.query(x, k)
+        answer = process.query(x, k, 1)
         reduced = process.reduce(x, k, answer)
         return process.target_sample(jax.random.fold_in(block_key, k), x, k, reduced)
 
     x = jax.lax.fori_loop(0, num_steps, step, x)
-    final = process.query(x, num_steps) if process.final_query else None
+    final = process.query(x, num_steps, 1) if process.final_query else None
     cost = jnp.asarray(num_steps + int(bool(process.final_query)), jnp.int32)
     return process.output(x, final), cost, cost
 

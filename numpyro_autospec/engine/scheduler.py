@@ -81,11 +81,15 @@ class Capacity(NamedTuple):
 
 
 class Samples(NamedTuple):
-    """Draws with the cost the scheduler executed for each (leading axis: draw)."""
+    """Draws with the cost the scheduler executed for each (leading axis: draw): ``rounds``
+    (batched oracle calls), ``queries`` (oracle evaluations: a speculation query, a
+    single-step query and a block-scoring call each count one) and ``conditionals`` (rows of
+    conditionals the oracle returned)."""
 
     value: Any
     rounds: Array
     queries: Array
+    conditionals: Array | None = None
 
 
 class Plan(NamedTuple):
@@ -101,10 +105,44 @@ class Plan(NamedTuple):
     num_draws: int
     num_slots: int
     query_buckets: tuple[int, ...]
+    lane_buckets: tuple[int, ...]  # batch sizes of speculation queries and block-scoring calls
+    answer_rows: int  # rows of a speculation answer
+    block_scoring: bool  # scoring steps of a block are one score_block call
     max_transitions: int
     depth: np.ndarray  # depth[m]: nesting levels below a block of m steps
     batch_sizes: np.ndarray  # cumulative-free batch size table b_r
     max_rounds: int
+
+
+def _buckets(largest: int, smallest: int = 16) -> tuple[int, ...]:
+    """Batch sizes ``largest, largest / 4, ...`` down to ``smallest`` (a round runs in the
+    smallest that holds its demand)."""
+    sizes, size = [], max(1, int(largest))
+    while True:
+        sizes.append(size)
+        if size <= smallest:
+            break
+        size = max(smallest, size // 4)
+    return tuple(sorted(set(sizes)))
+
+
+def _has_batched_forms(process) -> bool:
+    """Whether ``process`` declares the batched single-step forms ``query_batch`` and
+    ``score_batch`` (declared by ``batched_queries = True``)."""
+    return bool(getattr(process, "batched_queries", False))
+
+
+def _pad_rows(tree, like):
+    """Pad the row axis (axis 1, after the batch axis) of every leaf of ``tree`` with zeros to
+    the shape of ``like`` (single-step answers stored in speculation-answer fields)."""
+
+    def pad(leaf, shape):
+        if leaf.shape[1:] == shape.shape:
+            return leaf
+        widths = [(0, 0)] + [(0, t - c) for c, t in zip(leaf.shape[1:], shape.shape, strict=True)]
+        return jnp.pad(leaf, widths)
+
+    return jax.tree.map(pad, tree, like)
 
 
 def _nbytes(tree) -> int:
@@ -124,7 +162,10 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
     root_need = int(depth[seq])
 
     x_shape = jax.eval_shape(process.init, key_like)
-    answer_shape = jax.eval_shape(process.query, x_shape, 0)
+    answer_rows = policy.answer_rows
+    answer_shape = jax.eval_shape(lambda x: process.query(x, 0, answer_rows), x_shape)
+    row_shape = jax.eval_shape(lambda x: process.query(x, 0, 1), x_shape)
+    block_scoring = bool(process.scores_blocks)
     slot_bytes = 3 * _nbytes(answer_shape) + _nbytes(x_shape) + 512
     minimum = root_need + 1
     if capacity.num_slots is None:
@@ -146,21 +187,15 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         demand = num_slots * (seq + 1) + min(num_draws, num_slots) * (window + 1)
         # a query holds its answer and, unless the process has batched forms, a copy of its
         # slot's state
-        batched = hasattr(process, "query_batch") and hasattr(process, "score_batch")
-        query_bytes = _nbytes(answer_shape) + (0 if batched else _nbytes(x_shape))
+        batched = _has_batched_forms(process)
+        query_bytes = _nbytes(row_shape) + (0 if batched else _nbytes(x_shape))
         affordable = max(1, capacity.memory_budget // (2 * max(1, query_bytes)))
         max_queries = max(1, min(demand, affordable, 1 << 16))
     else:
         max_queries = int(capacity.max_queries)
         if max_queries < 1:
             raise ValueError(f"capacity.max_queries must be >= 1, got {max_queries}")
-    buckets = []
-    size = max_queries
-    while True:
-        buckets.append(size)
-        if size <= 16:
-            break
-        size = max(16, size // 4)
+    buckets = _buckets(max_queries)
     if capacity.max_transitions is None:
         # every micro-step gathers K slots in each of its phases, whether they move or not,
         # so K * slot_bytes is per-micro-step memory traffic: keep it near 1 MiB (measured
@@ -184,7 +219,10 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         final_query=bool(process.final_query),
         num_draws=num_draws,
         num_slots=num_slots,
-        query_buckets=tuple(sorted(set(buckets))),
+        query_buckets=buckets,
+        lane_buckets=_buckets(num_slots, smallest=4),
+        answer_rows=answer_rows,
+        block_scoring=block_scoring,
         max_transitions=max_transitions,
         depth=depth,
         batch_sizes=batch_sizes,
@@ -199,6 +237,7 @@ class EngineState(NamedTuple):
     started: Array  # bool[D]
     rounds: Array  # int32[D]
     queries: Array  # int32[D]
+    conditionals: Array  # int32[D]
     rows: Any  # [D, W, ...]: reduced target answers of each draw's current root window
     defect: Array  # int32[4]: (code, row, step, draw) of the first defective answer; code 0: none
     next_draw: Array  # int32
@@ -316,7 +355,7 @@ class _Scheduler:
             x=x_spec,
             log_mu_block=p.target_logp(x_spec, s.block_start, first),
             score_next=s.block_start + 1,
-            score_end=s.block_end + self.wants_lookahead(s.block_end).astype(jnp.int32),
+            score_end=s.block_end,
         )
 
     def decide(self, s: Pool) -> Pool:
@@ -418,9 +457,7 @@ class _Scheduler:
         from ``O_a`` (the same value the speculation used)."""
         plan, p = self.plan, self.process
         P, W = plan.num_slots, plan.window_size
-        ready = (
-            (pool.status == Status.SCORING) & pool.verifying & (pool.score_next == pool.score_end)
-        )
+        ready = self.scored(pool) & pool.verifying
         (slots,) = jnp.nonzero(ready, size=plan.verify_lanes, fill_value=P)
 
         def verify(pool):
@@ -433,7 +470,9 @@ class _Scheduler:
                 steps = jnp.minimum(s.block_start + jnp.arange(W), s.block_end - 1)
                 first = p.reduce(s.x, s.block_start, s.answer)
                 target_rows = jax.tree.map(lambda buf, r: buf.at[0].set(r), target_rows, first)
-                draft_rows = jax.vmap(p.spec_reduce, (None, 0, None))(s.x, steps, s.answer)
+                draft_rows = jax.vmap(p.spec_reduce, (None, None, 0, None))(
+                    s.x, s.block_start, steps, s.answer
+                )
                 values = jax.vmap(p.step_value, (None, 0))(s.x, steps)
                 verdict = VERIFIERS[plan.policy.rule](
                     k_verify, target_rows, draft_rows, values, length
@@ -455,6 +494,13 @@ class _Scheduler:
 
         return jax.lax.cond(jnp.any(ready), verify, lambda pool: pool, pool), jnp.any(ready)
 
+    def scored(self, pool: Pool) -> Array:
+        """Slots whose scoring round is done: every step scored and the lookahead (if any)
+        answered."""
+        lookahead_done = pool.has_next | ~self.wants_lookahead(pool.block_end)
+        scoring = pool.status == Status.SCORING
+        return scoring & (pool.score_next >= pool.block_end) & lookahead_done
+
     def is_local(self, pool: Pool) -> Array:
         st = pool.status
         return (
@@ -470,8 +516,18 @@ class _Scheduler:
         (index,) = jnp.nonzero(mask, size=K, fill_value=P)
 
         def apply(pool):
-            moved = jax.vmap(transition)(gather(pool, jnp.minimum(index, P - 1)))
-            return scatter(pool, index, moved)
+            gathered = gather(pool, jnp.minimum(index, P - 1))
+            moved = jax.vmap(transition)(gathered)
+            # write back only the fields the transition changed (an unchanged field is the
+            # gathered array itself): large answers are not copied back and forth
+            return jax.tree.map(
+                lambda leaf, new, old: leaf
+                if new is old
+                else leaf.at[index].set(new, mode="drop"),
+                pool,
+                moved,
+                gathered,
+            )
 
         return jax.lax.cond(jnp.any(mask), apply, lambda pool: pool, pool), jnp.any(mask)
 
@@ -549,9 +605,7 @@ class _Scheduler:
         # acceptance tests and residual tests (each a pass over the state)
         pool, moved_local = self.phase(pool, self.is_local(pool), self.local_step)
         pool, moved_spec = self.phase(pool, pool.status == Status.SPECULATE, self.speculate)
-        scored = (
-            (pool.status == Status.SCORING) & (pool.score_next == pool.score_end) & ~pool.verifying
-        )
+        scored = self.scored(pool) & ~pool.verifying
         pool, moved_decide = self.phase(pool, scored, self.decide)
         pool, moved_finish = self.phase(pool, pool.status == Status.FINISHED, self.finish)
         moved = moved_local | moved_spec | moved_decide | moved_finish
@@ -736,25 +790,95 @@ class _Scheduler:
         return state
 
     # ------------------------------------------------------------------ a round
-    def demand(self, pool: Pool) -> Array:
-        st = pool.status
-        single = (
-            (st == Status.NEED_ANSWER)
-            | ((st == Status.LEAF) & ~pool.has_answer)
-            | (st == Status.NEED_FINAL)
+    # A round is one batched oracle call over every ready query of every task.  Its queries
+    # are of three shapes, each batched on its own (they run in parallel: one round):
+    #   speculation queries  query(x, k, R): O_a of a block, or the lookahead after a block;
+    #   single-step queries  query(x, k, 1): leaf steps, the final query, and the scoring
+    #                        steps of a block when the process does not score blocks;
+    #   block-scoring calls  score_block(x, a + 1, L): every scoring step of a block at once.
+    def speculation_demand(self, pool: Pool) -> Array:
+        lookahead = (
+            (pool.status == Status.SCORING)
+            & self.wants_lookahead(pool.block_end)
+            & ~pool.has_next
         )
-        scoring = jnp.where(st == Status.SCORING, pool.score_end - pool.score_next, 0)
+        return (pool.status == Status.NEED_ANSWER) | lookahead
+
+    def step_demand(self, pool: Pool) -> Array:
+        st = pool.status
+        single = ((st == Status.LEAF) & ~pool.has_answer) | (st == Status.NEED_FINAL)
+        if self.plan.block_scoring:
+            return single.astype(jnp.int32)
+        scoring = jnp.where(
+            st == Status.SCORING, jnp.maximum(pool.block_end - pool.score_next, 0), 0
+        )
         return jnp.where(single, 1, scoring)
 
-    def query_round(self, state: EngineState, batch: int) -> EngineState:
-        """Gather up to ``batch`` ready queries, call the oracle once on them, scatter back."""
+    def block_demand(self, pool: Pool) -> Array:
+        if not self.plan.block_scoring:
+            return jnp.zeros(pool.status.shape, bool)
+        return (pool.status == Status.SCORING) & (pool.score_next < pool.block_end)
+
+    def _record_defect(self, state, valid, x, step, answers, slot, pool) -> Array:
+        """The first defective answer of a batch, if none was recorded before."""
+        if not self.validate:
+            return state.defect
+        codes, rows_hit = jax.vmap(self.answer_defect)(x, step, answers)
+        bad = valid & (codes > 0)
+        first = jnp.argmax(bad)
+        record = jnp.stack([codes[first], rows_hit[first], step[first], pool.draw[slot[first]]])
+        return jnp.where(jnp.any(bad) & (state.defect[0] == 0), record, state.defect)
+
+    def _count(self, state, valid, slot, rows) -> EngineState:
+        """Add the batch's queries (one per valid lane) and conditionals (``rows`` per lane)
+        to the per-draw counters."""
+        plan = self.plan
+        draw = jnp.where(valid, state.pool.draw[slot], plan.num_draws)
+        queries = jax.ops.segment_sum(valid.astype(jnp.int32), draw, plan.num_draws + 1)
+        conditionals = jax.ops.segment_sum(
+            jnp.where(valid, rows, 0).astype(jnp.int32), draw, plan.num_draws + 1
+        )
+        return state._replace(
+            queries=state.queries + queries[: plan.num_draws],
+            conditionals=state.conditionals + conditionals[: plan.num_draws],
+        )
+
+    def speculation_round(self, state: EngineState, lanes: int) -> EngineState:
+        """``query(x, k, R)`` for every slot that needs ``O_a`` or a lookahead."""
+        plan, p = self.plan, self.process
+        P, R, N = plan.num_slots, plan.answer_rows, plan.num_steps
+        pool = state.pool
+        (slot,) = jnp.nonzero(self.speculation_demand(pool), size=lanes, fill_value=P)
+        valid = slot < P
+        slot = jnp.minimum(slot, P - 1)
+        need_answer = valid & (pool.status[slot] == Status.NEED_ANSWER)
+        lookahead = valid & ~need_answer
+        step = jnp.where(need_answer, pool.cursor[slot], pool.block_end[slot])
+        x = gather(pool.x, slot)
+        answers = jax.vmap(lambda x, k: p.query(x, k, R))(x, step)
+        defect = self._record_defect(state, valid, x, step, answers, slot, pool)
+        answer_target = jnp.where(need_answer, slot, P)
+        next_target = jnp.where(lookahead, slot, P)
+        pool = pool._replace(
+            answer=scatter(pool.answer, answer_target, answers),
+            has_answer=pool.has_answer.at[answer_target].set(True, mode="drop"),
+            status=pool.status.at[answer_target].set(Status.START, mode="drop"),
+            answer_next=scatter(pool.answer_next, next_target, answers),
+            has_next=pool.has_next.at[next_target].set(True, mode="drop"),
+        )
+        state = state._replace(pool=pool, defect=defect)
+        return self._count(state, valid, slot, jnp.clip(N - step, 1, R))
+
+    def step_round(self, state: EngineState, batch: int) -> EngineState:
+        """Up to ``batch`` single-step queries ``query(x, k, 1)`` (leaf steps, final queries,
+        and scoring steps when the process does not score blocks)."""
         plan, p = self.plan, self.process
         P = plan.num_slots
         pool = state.pool
         # older draws first (then slot order), so that a tight query capacity delays new
         # draws rather than starving old ones
         priority = jnp.argsort(pool.draw * P + jnp.arange(P))
-        demand = self.demand(pool)[priority]
+        demand = self.step_demand(pool)[priority]
         cumulative = jnp.cumsum(demand)
         index = jnp.arange(batch)
         rank = jnp.minimum(jnp.searchsorted(cumulative, index, side="right"), P - 1)
@@ -769,27 +893,29 @@ class _Scheduler:
             jnp.where(status == Status.NEED_FINAL, plan.num_steps, pool.cursor[slot]),
         )
         # the batched forms index the pool directly (no per-query copy of a whole state)
-        batched = hasattr(p, "query_batch") and hasattr(p, "score_batch")
-        x = None if batched and not hasattr(p, "answer_defect") else gather(pool.x, slot)
-        if batched:
+        if _has_batched_forms(p):
+            x = None
             answers = p.query_batch(pool.x, slot, step)
         else:
-            answers = jax.vmap(p.query)(x, step)
+            x = gather(pool.x, slot)
+            answers = jax.vmap(lambda x, k: p.query(x, k, 1))(x, step)
         defect = state.defect
         if self.validate:
             if x is None:
                 codes, rows_hit = jax.vmap(_nonfinite_defect)(answers)
+                bad = valid & (codes > 0)
+                first = jnp.argmax(bad)
+                record = jnp.stack(
+                    [codes[first], rows_hit[first], step[first], pool.draw[slot[first]]]
+                )
+                defect = jnp.where(jnp.any(bad) & (defect[0] == 0), record, defect)
             else:
-                codes, rows_hit = jax.vmap(self.answer_defect)(x, step, answers)
-            bad = valid & (codes > 0)
-            first = jnp.argmax(bad)
-            record = jnp.stack([codes[first], rows_hit[first], step[first], pool.draw[slot[first]]])
-            defect = jnp.where(jnp.any(bad) & (state.defect[0] == 0), record, state.defect)
+                defect = self._record_defect(state, valid, x, step, answers, slot, pool)
 
         # scoring queries: accumulate target log-densities (and rows for verification)
         in_block = valid & scoring & (step < pool.block_end[slot])
         safe_step = jnp.minimum(step, plan.num_steps - 1)
-        if batched:
+        if x is None:
             reduced, log_mu = p.score_batch(pool.x, slot, safe_step, answers)
         else:
             reduced = jax.vmap(p.reduce)(x, safe_step, answers)
@@ -799,56 +925,111 @@ class _Scheduler:
             pool.log_mu_block
             + jax.ops.segment_sum(jnp.where(in_block, log_mu, 0.0), target, P + 1)[:P]
         )
-        rows = state.rows
-        if plan.policy.rule is not None:
-            position = jnp.clip(step - pool.block_start[slot], 0, plan.window_size - 1)
-            row_target = jnp.where(in_block & pool.verifying[slot], pool.draw[slot], plan.num_draws)
-            rows = jax.tree.map(
-                lambda buf, row: buf.at[row_target, position].set(row, mode="drop"),
-                rows,
-                reduced,
-            )
+        rows = self._write_window_rows(state.rows, pool, in_block, slot, step, reduced)
         taken = jax.ops.segment_sum(
             (valid & scoring).astype(jnp.int32), jnp.where(valid & scoring, slot, P), P + 1
         )[:P]
-        lookahead = valid & scoring & (step == pool.block_end[slot])
         single = valid & ~scoring
         answer_target = jnp.where(single, slot, P)
-        next_target = jnp.where(lookahead, slot, P)
-        new_status = jnp.where(
-            status == Status.NEED_ANSWER,
-            Status.START,
-            jnp.where(status == Status.NEED_FINAL, Status.COMPLETE, status),
-        )
+        new_status = jnp.where(status == Status.NEED_FINAL, Status.COMPLETE, status)
+        stored = _pad_rows(answers, jax.tree.map(lambda leaf: leaf[0], pool.answer))
         pool = pool._replace(
             log_mu_block=log_mu_block,
             score_next=pool.score_next + taken,
-            answer=scatter(pool.answer, answer_target, answers),
+            answer=scatter(pool.answer, answer_target, stored),
             has_answer=pool.has_answer.at[answer_target].set(True, mode="drop"),
-            answer_next=scatter(pool.answer_next, next_target, answers),
-            has_next=pool.has_next.at[next_target].set(True, mode="drop"),
             status=pool.status.at[answer_target].set(new_status, mode="drop"),
         )
-        draw = jnp.where(valid, pool.draw[slot], plan.num_draws)
-        queries = (
-            state.queries
-            + jax.ops.segment_sum(valid.astype(jnp.int32), draw, plan.num_draws + 1)[
-                : plan.num_draws
-            ]
+        state = state._replace(pool=pool, rows=rows, defect=defect)
+        return self._count(state, valid, slot, jnp.ones_like(step))
+
+    def _write_window_rows(self, rows, pool, in_block, slot, step, reduced):
+        """Store scored target rows of root windows in the per-draw verification buffers."""
+        plan = self.plan
+        if plan.policy.rule is None:
+            return rows
+        position = jnp.clip(step - pool.block_start[slot], 0, plan.window_size - 1)
+        row_target = jnp.where(in_block & pool.verifying[slot], pool.draw[slot], plan.num_draws)
+        return jax.tree.map(
+            lambda buf, row: buf.at[row_target, position].set(row, mode="drop"), rows, reduced
         )
-        return state._replace(pool=pool, queries=queries, rows=rows, defect=defect)
+
+    def block_round(self, state: EngineState, lanes: int, window: bool) -> EngineState:
+        """One ``score_block`` call per scoring block (root windows when ``window``, else
+        recursion blocks): the target rows of steps ``a+1..a+m-1`` in one evaluation."""
+        plan, p = self.plan, self.process
+        P = plan.num_slots
+        length = plan.policy.score_rows(window)
+        pool = state.pool
+        kind = pool.verifying if window else ~pool.verifying
+        (slot,) = jnp.nonzero(self.block_demand(pool) & kind, size=lanes, fill_value=P)
+        valid = slot < P
+        slot = jnp.minimum(slot, P - 1)
+        x = gather(pool.x, slot)
+        first = pool.block_start[slot] + 1
+        answers = jax.vmap(lambda x, a: p.score_block(x, a, length))(x, first)
+        defect = self._record_defect(state, valid, x, first, answers, slot, pool)
+        steps = first[:, None] + jnp.arange(length)[None, :]
+        in_block = valid[:, None] & (steps < pool.block_end[slot][:, None])
+        safe_steps = jnp.minimum(steps, plan.num_steps - 1)
+        log_mu = jax.vmap(jax.vmap(p.target_logp, (None, 0, 0)))(x, safe_steps, answers)
+        target = jnp.where(valid, slot, P)
+        block_log_mu = jnp.sum(jnp.where(in_block, log_mu, 0.0), axis=1)
+        log_mu_block = pool.log_mu_block + jax.ops.segment_sum(block_log_mu, target, P + 1)[:P]
+        rows = state.rows
+        if window:
+            flat = lambda tree: jax.tree.map(lambda a: a.reshape((-1,) + a.shape[2:]), tree)
+            rows = self._write_window_rows(
+                rows,
+                pool,
+                in_block.reshape(-1),
+                jnp.repeat(slot, length),
+                steps.reshape(-1),
+                flat(answers),
+            )
+        pool = pool._replace(
+            log_mu_block=log_mu_block,
+            score_next=pool.score_next.at[target].set(pool.block_end[slot], mode="drop"),
+        )
+        state = state._replace(pool=pool, rows=rows, defect=defect)
+        used = jnp.clip(pool.block_end[slot] - first, 1, length)
+        return self._count(state, valid, slot, used)
+
+    def _bucketed(self, state: EngineState, count: Array, buckets, call) -> EngineState:
+        """``call(state, size)`` in the smallest bucket size that holds ``count`` (skipped
+        when ``count`` is 0)."""
+        choice = jnp.sum(jnp.asarray(buckets)[:-1] < count)
+        branches = [lambda s, b=b: call(s, b) for b in buckets]
+        return jax.lax.cond(
+            count > 0, lambda s: jax.lax.switch(choice, branches, s), lambda s: s, state
+        )
 
     def round(self, state: EngineState) -> EngineState:
         state = self.transitions(state)
-        total = jnp.sum(self.demand(state.pool))
+        plan, pool = self.plan, state.pool
+        speculation = jnp.sum(self.speculation_demand(pool))
+        steps = jnp.sum(self.step_demand(pool))
+        blocks = self.block_demand(pool)
+        total = speculation + steps + jnp.sum(blocks)
         active = state.started & ~state.done
-        buckets = self.plan.query_buckets
-        # the smallest bucket that holds the demand (the largest if none does)
-        choice = jnp.sum(jnp.asarray(buckets)[:-1] < total)
-        branches = [lambda s, b=b: self.query_round(s, b) for b in buckets]
-        queried = jax.lax.switch(choice, branches, state)
+        state = self._bucketed(state, speculation, plan.lane_buckets, self.speculation_round)
+        state = self._bucketed(state, steps, plan.query_buckets, self.step_round)
+        if plan.block_scoring:
+            windows = jnp.sum(blocks & pool.verifying)
+            state = self._bucketed(
+                state,
+                windows,
+                _buckets(plan.verify_lanes, smallest=4),
+                lambda s, b: self.block_round(s, b, True),
+            )
+            recursion = jnp.sum(blocks & ~pool.verifying)
+            state = self._bucketed(
+                state,
+                recursion,
+                plan.lane_buckets,
+                lambda s, b: self.block_round(s, b, False),
+            )
         has_demand = total > 0
-        state = _where(has_demand, queried, state)
         return state._replace(
             rounds=state.rounds + (active & has_demand).astype(jnp.int32),
             total_rounds=state.total_rounds + has_demand.astype(jnp.int32),
@@ -862,7 +1043,8 @@ class _Scheduler:
             lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(p.init, key_like)
         )
         answer_like = jax.tree.map(
-            lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(p.query, x_like, 0)
+            lambda s: jnp.zeros(s.shape, s.dtype),
+            jax.eval_shape(lambda x: p.query(x, 0, plan.answer_rows), x_like),
         )
         reduced_like = jax.eval_shape(p.reduce, x_like, 0, answer_like)
         D = plan.num_draws
@@ -877,6 +1059,7 @@ class _Scheduler:
             started=jnp.zeros(D, bool),
             rounds=jnp.zeros(D, jnp.int32),
             queries=jnp.zeros(D, jnp.int32),
+            conditionals=jnp.zeros(D, jnp.int32),
             rows=rows,
             defect=jnp.zeros(4, jnp.int32),
             next_draw=jnp.array(0, jnp.int32),
@@ -892,7 +1075,7 @@ class _Scheduler:
         jax.debug.callback(
             self._raise_if_failed, state.defect, state.stalled | ~jnp.all(state.done)
         )
-        return Samples(state.output, state.rounds, state.queries)
+        return Samples(state.output, state.rounds, state.queries, state.conditionals)
 
     def _raise_if_failed(self, defect, incomplete) -> None:
         """Host side: a defective oracle answer (validation), or an incomplete run (a bug)."""

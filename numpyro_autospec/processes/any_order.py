@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
+from numpyro_autospec.oracles.base import as_oracle
 from numpyro_autospec.oracles.validation import (
     check_permutation,
     check_values_in_support,
@@ -96,7 +97,11 @@ class AnyOrderProcess:
         n, q = int(num_positions), int(num_categories)
         if n < 1 or q < 1:
             raise ValueError(f"site {name!r}: need num_positions >= 1 and num_categories >= 1")
+        self.oracle = as_oracle(log_marginals, n, q)
         self.log_marginals = log_marginals
+        self.oracle_name = getattr(log_marginals, "__qualname__", type(log_marginals).__name__)
+        #: declared fast path: ``score_block`` is one oracle evaluation
+        self.scores_blocks = bool(self.oracle.scores_blocks)
         self.num_positions = n
         self.num_categories = q
         self.name = name
@@ -171,13 +176,31 @@ class AnyOrderProcess:
         return (x.rank >= start) & (x.rank < start + m)
 
     # -- oracle --------------------------------------------------------------------------
-    def query(self, x: AnyOrderState, k: Array) -> Array:
-        """``log_marginals`` given the sites fixed before step ``k``."""
-        return self.log_marginals(x.values, x.rank < self.num_observed + k)
+    def _positions(self, k: Array, num_rows: int) -> Array:
+        """Positions in the order of steps ``k..k+num_rows-1`` (clamped to the last site)."""
+        start = self.num_observed + k
+        return jnp.minimum(start + jnp.arange(num_rows, dtype=jnp.int32), self.num_positions - 1)
+
+    def query(self, x: AnyOrderState, k: Array, num_rows: int = 1) -> Array:
+        """One oracle evaluation at the prefix before step ``k``: ``[num_rows, q]``, row ``j``
+        the conditional of the site of step ``k + j`` given the sites fixed before step ``k``
+        (rows past the last step repeat the last site's).  Set-form oracles: one
+        ``log_marginals`` call; order-dependent ones: one ``log_conditionals`` call."""
+        sites = x.order[self._positions(k, num_rows)]
+        if self.oracle.depends_on_order:
+            prefix = jnp.full((num_rows,), self.num_observed + k, jnp.int32)
+            return self.oracle.log_conditionals(x.values, x.rank, sites, prefix)
+        return self.oracle.log_marginals(x.values, x.rank < self.num_observed + k)[sites]
+
+    def score_block(self, x: AnyOrderState, a: Array, num_rows: int) -> Array:
+        """The target rows of steps ``a..a+num_rows-1``, row ``j`` given the sites fixed
+        before step ``a + j``: one ``log_conditionals`` evaluation (``scores_blocks``)."""
+        positions = self._positions(a, num_rows)
+        return self.oracle.log_conditionals(x.values, x.rank, x.order[positions], positions)
 
     def reduce(self, x: AnyOrderState, k: Array, answer: Array) -> Array:
-        """The row of the site fixed at step ``k``: log-probabilities over its ``q`` values."""
-        return answer[self._site(x, k)]
+        """The row of the site fixed at step ``k`` in ``query(x, k, .)``: its first row."""
+        return answer[0]
 
     # -- target ----------------------------------------------------------------------------
     def target_logp(self, x: AnyOrderState, k: Array, reduced: Array) -> Array:
@@ -189,17 +212,25 @@ class AnyOrderProcess:
 
     # -- speculation -----------------------------------------------------------------------
     def spec_sample(self, key: Array, x: AnyOrderState, a: Array, m: Array, answer: Array):
-        """Draw every site of the block independently from its row of ``answer``."""
+        """Draw the sites of steps ``a..a+m-1`` independently from the rows of
+        ``answer = query(x, a, R)`` (``R >= m`` static rows, one categorical draw each)."""
+        rows = answer.shape[0]
         draw = jax.random.categorical(key, answer, axis=-1).astype(jnp.int32)
-        return x._replace(values=jnp.where(self._block(x, a, m), draw, x.values))
+        in_block = jnp.arange(rows) < m
+        positions = self._positions(a, rows)
+        sites = jnp.where(in_block, x.order[positions], self.num_positions)
+        return x._replace(values=x.values.at[sites].set(draw, mode="drop"))
 
     def spec_logp(self, x: AnyOrderState, a: Array, m: Array, answer: Array) -> Array:
-        picked = jnp.take_along_axis(answer, x.values[:, None], axis=-1)[:, 0]
-        return jnp.sum(jnp.where(self._block(x, a, m), picked, 0.0))
+        rows = answer.shape[0]
+        values = x.values[x.order[self._positions(a, rows)]]
+        picked = jnp.take_along_axis(answer, values[:, None], axis=-1)[:, 0]
+        return jnp.sum(jnp.where(jnp.arange(rows) < m, picked, 0.0))
 
     # -- discrete-step extras (verification) -------------------------------------------------
-    def spec_reduce(self, x: AnyOrderState, k: Array, answer: Array) -> Array:
-        return answer[self._site(x, k)]
+    def spec_reduce(self, x: AnyOrderState, a: Array, k: Array, answer: Array) -> Array:
+        """The speculation row of step ``k`` in ``answer = query(x, a, R)``."""
+        return answer[jnp.clip(k - a, 0, answer.shape[0] - 1)]
 
     def step_value(self, x: AnyOrderState, k: Array) -> Array:
         return x.values[self._site(x, k)]
@@ -209,13 +240,22 @@ class AnyOrderProcess:
 
     # -- validation --------------------------------------------------------------------------
     def answer_defect(self, x: AnyOrderState, k: Array, answer: Array) -> tuple[Array, Array]:
-        """``(code, row)`` of the first defect of ``query(x, k)`` (traceable; code 0: none),
-        see :func:`~numpyro_autospec.oracles.log_marginals_defect`."""
-        return tuple(log_marginals_defect(answer, x.rank < self.num_observed + k))
+        """``(code, site)`` of the first defect of ``answer`` (``query(x, k, .)`` or
+        ``score_block(x, k, .)``: rows of free sites in step order; traceable; code 0: none),
+        see :func:`~numpyro_autospec.oracles.log_marginals_defect`.  Rows past the last step
+        are padding and not checked."""
+        positions = self.num_observed + k + jnp.arange(answer.shape[0])
+        padding = positions >= self.num_positions
+        code, row = log_marginals_defect(answer, padding)
+        site = x.order[jnp.minimum(positions[row], self.num_positions - 1)]
+        return code, site
 
     def describe_defect(self, code: int, row: int, step: int) -> str:
-        """Host side: the sentence for a defect found by :meth:`answer_defect`."""
-        message = describe_defect(code, row, name="log_marginals")
+        """Host side: the sentence for a defect found by :meth:`answer_defect` (``row`` is the
+        site)."""
+        form = "log_conditionals" if self.oracle.depends_on_order else "log_marginals"
+        message = describe_defect(code, row, name=self.oracle_name)
+        message = message.replace("log_marginals", form)
         return f"site {self.name!r}: {message} (query at step {step})"
 
     def output(self, x: AnyOrderState, final_answer=None) -> Array:

@@ -211,6 +211,10 @@ class DiffusionProcess:
     """
 
     final_query = True
+    #: no block form: a denoiser evaluation serves one step
+    scores_blocks = False
+    #: declares ``query_batch`` / ``score_batch``: single-step queries read y_k in the pool
+    batched_queries = True
 
     def __init__(
         self,
@@ -256,8 +260,10 @@ class DiffusionProcess:
         return log_normalizer - 0.5 * jnp.sum(residual**2, axis=-1) / step_size
 
     # -- oracle --------------------------------------------------------------------------
-    def query(self, x: DiffusionState, k: Array) -> Array:
-        """The drift :math:`f(t_k, y_k)`, shape ``[d]``."""
+    def query(self, x: DiffusionState, k: Array, num_rows: int = 1) -> Array:
+        """The drift :math:`f(t_k, y_k)`, shape ``[d]``: the whole speculation of a block
+        starting at ``k`` (``num_rows`` is not used)."""
+        del num_rows
         return self.denoiser(self.times[k], x.path[k])
 
     def reduce(self, x: DiffusionState, k: Array, answer: Array) -> Array:
