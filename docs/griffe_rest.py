@@ -27,7 +27,9 @@ from griffe import Extension, Object
 
 _MATH_ROLE = re.compile(r":math:`([^`]+)`")
 _XREF_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|data|attr|exc|obj|const):`([^`]+)`")
-_DIRECTIVE = re.compile(r"^(?P<indent>[ \t]*)\.\. (?P<name>math|code-block|code)::[ \t]*(?P<arg>.*)$")
+_DIRECTIVE = re.compile(
+    r"^(?P<indent>[ \t]*)\.\. (?P<name>math|code-block|code)::[ \t]*(?P<arg>.*)$"
+)
 _NUMPY_EXAMPLES = re.compile(r"^[ \t]*Examples?[ \t]*$")
 _NUMPY_UNDERLINE = re.compile(r"^[ \t]*-{3,}[ \t]*$")
 _NUMPY_HEADER = re.compile(r"^[ \t]*[A-Z][A-Za-z ]+[ \t]*$")
@@ -66,11 +68,9 @@ def _directives(lines: list[str]) -> list[str]:
             body.pop()
         while body and not body[0].strip():
             body.pop(0)
-        strip = min((_indent_of(b) for b in body[1 if name == "math" and arg else 0 :] if b.strip()),
-                    default=0)
-        body = [body[0]] + [b[strip:] for b in body[1:]] if name == "math" and arg else [
-            b[strip:] for b in body
-        ]
+        first = 1 if name == "math" and arg else 0  # a math argument is the first line
+        strip = min((_indent_of(b) for b in body[first:] if b.strip()), default=0)
+        body = body[:first] + [b[strip:] for b in body[first:]]
         if out and out[-1].strip():
             out.append("")
         if name == "math":
