@@ -1,7 +1,7 @@
 """Rounds and queries of autospeculation on diffusion (stochastic localization) as the grid refines.
 
 For every target and number of steps ``N`` this script draws exact samples of the
-Euler-Maruyama chain of stochastic localization (ALGORITHM.md section 2b) with the engine
+Euler-Maruyama chain of stochastic localization (docs/algorithm.md section 2b) with the engine
 (:func:`numpyro_autospec.engine.run` under ``jax.jit``) and reports, per cell, mean and
 90th-percentile **rounds** (batched oracle calls: parallel time) and mean **queries** (denoiser
 evaluations: work), against the sequential chain's ``N + 1`` rounds and queries (``N`` steps

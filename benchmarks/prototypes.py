@@ -2,7 +2,7 @@
 
 Every sampler here is **exact** (``--check`` verifies it by a chi-square test against the
 enumerated target on small ``n``).  Rounds and queries are counted exactly as
-:mod:`numpyro_autospec.reference` counts them (ALGORITHM.md section 1):
+:mod:`numpyro_autospec.reference` counts them (docs/algorithm.md section 1):
 
 * a round is one batched oracle call; a query one oracle evaluation;
 * sequential steps add their rounds, parallel residual trials take the max of the trials up to
@@ -396,7 +396,7 @@ class Adaptive(Verify):
 
 
 class Autospec(Sampler):
-    """The paper's recursion with the engine's knobs (ALGORITHM.md section 3)."""
+    """The paper's recursion with the engine's knobs (docs/algorithm.md section 3)."""
 
     def __init__(self, oracle, block=None, leaf=1, growth=1.0, lookahead=True):
         super().__init__(oracle, lookahead)

@@ -6,7 +6,7 @@ The target :math:`Y` is uniform over the 1797 scikit-learn 8x8 digit images scal
 Stochastic localization runs the Euler-Maruyama chain
 :math:`y_{k+1} = y_k + h_k f(t_k, y_k) + \\sqrt{h_k}\\,\\xi_k` from :math:`y_0 = 0` on a grid
 :math:`0 = t_0 < \\dots < t_N` and outputs the denoised point :math:`f(t_N, y_N)`
-(:class:`numpyro_autospec.StochasticLocalization`, ALGORITHM.md section 2b).
+(:class:`numpyro_autospec.StochasticLocalization`, docs/algorithm.md section 2b).
 ``AutospecKernel`` samples that chain *exactly* by autospeculation (Anari et al., *Parallel
 Sampling via Autospeculation*, arXiv:2511.07869): a whole stretch of the path is speculated
 from one denoiser call with the drift frozen (a Gaussian random walk), scored in one round and

@@ -1,4 +1,4 @@
-"""Analytic exactness of one speculative-rejection step (ALGORITHM.md section 3).
+"""Analytic exactness of one speculative-rejection step (docs/algorithm.md section 3).
 
 For random small mu and nu over a finite set, the law of "draw x' ~ nu, accept with
 min(1, mu/nu), otherwise run i.i.d. residual trials y ~ mu accepted with max(0, 1 - nu/mu)

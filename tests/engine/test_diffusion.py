@@ -1,4 +1,4 @@
-"""Exactness of the round scheduler on diffusion (stochastic localization), ALGORITHM.md 2b.
+"""Exactness of the round scheduler on stochastic localization (docs/algorithm.md section 2b).
 
 The engine (:func:`numpyro_autospec.engine.run` under ``jax.jit``, all draws of a test sharing
 one task pool) must output exactly the law of the sequential Euler-Maruyama chain on the same

@@ -1,7 +1,7 @@
 r"""Exactness with a learned (inconsistent) oracle: the engine's autospeculative draws follow the
 law of sequential sampling along the same order, :math:`p_\sigma(x) = \prod_k
 p_\theta(x_{\sigma(k)} \mid x_{\sigma(<k)})`, computed by enumerating all 81 configurations
-with the network (ALGORITHM.md section 2a).
+with the network (docs/algorithm.md section 2a).
 
 Chi-square goodness of fit, fixed seeds, a test passes when p > 1e-4 (``tests/gof.py``).  Power:
 40 000 draws detect an absolute error of 0.01 in a cell of probability 0.05

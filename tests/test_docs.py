@@ -1,0 +1,112 @@
+"""The code of the documentation site runs as written.
+
+* Every code block fenced as ``python`` in a page of ``docs/`` runs, in order, in one namespace
+  per page (``docs/numpyro.md`` is run by ``tests/numpyro/test_arviz.py``, together with the
+  checks of its first block's run).  Blocks fenced as ``py`` are illustrations that are not
+  run; the page says why next to each.  Blocks fenced as ``bash``/``text`` are commands and
+  pseudo-code.
+* The docstring examples of the modules whose examples no other test runs (the API reference
+  renders them) pass as doctests.
+* The docs' own Griffe extension (``docs/griffe_rest.py``) turns reST markup into Markdown.
+"""
+
+import doctest
+import importlib
+import importlib.util
+import os
+import re
+
+import pytest
+
+from tests.numpyro.test_arviz import python_blocks
+
+DOCS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "docs")
+RUN_ELSEWHERE = {"numpyro.md": "tests/numpyro/test_arviz.py"}
+FENCE = re.compile(r"^```([^\n`]*)$", flags=re.MULTILINE)
+LANGUAGES = {"python", "py", "bash", "text"}
+
+
+def pages() -> list[str]:
+    names = []
+    for root, _, files in os.walk(DOCS):
+        names += [os.path.relpath(os.path.join(root, f), DOCS) for f in files if f.endswith(".md")]
+    return sorted(names)
+
+
+def read(page: str) -> str:
+    with open(os.path.join(DOCS, page)) as file:
+        return file.read()
+
+
+PAGES_WITH_CODE = [p for p in pages() if python_blocks(read(p)) and p not in RUN_ELSEWHERE]
+
+
+def test_fences_are_known_languages():
+    """Every fenced block says what it is (so that none is silently skipped)."""
+    for page in pages():
+        openings = FENCE.findall(read(page))[::2]  # opening fences; closings alternate
+        unknown = sorted(set(openings) - LANGUAGES)
+        assert not unknown, f"docs/{page}: fenced blocks with language {unknown}"
+
+
+def test_pages_with_python_blocks_are_run():
+    assert "algorithm.md" in PAGES_WITH_CODE
+    for page, test in RUN_ELSEWHERE.items():
+        assert python_blocks(read(page)), f"docs/{page} has no python blocks for {test}"
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_CODE)
+def test_python_blocks_run(page):
+    namespace = {"__name__": f"docs_{page.replace('/', '_').removesuffix('.md')}"}
+    for index, block in enumerate(python_blocks(read(page))):
+        try:
+            exec(compile(block, f"docs/{page}, python block {index}", "exec"), namespace)
+        except Exception as error:
+            raise AssertionError(f"docs/{page}, python block {index} failed") from error
+
+
+# Modules rendered in the API reference whose docstring examples no other test runs.
+DOCTEST_MODULES = [
+    "numpyro_autospec.reference",
+    "numpyro_autospec.engine.scheduler",
+    "numpyro_autospec.processes.any_order",
+    "numpyro_autospec.processes.diffusion",
+]
+
+
+@pytest.mark.parametrize("module_name", DOCTEST_MODULES)
+def test_api_docstring_examples_run(module_name):
+    module = importlib.import_module(module_name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False)
+    assert result.attempted > 0, f"{module_name} has no docstring examples"
+    assert result.failed == 0
+
+
+def test_griffe_extension_renders_rest_as_markdown():
+    pytest.importorskip("griffe")  # the docs extra
+    path = os.path.join(DOCS, "griffe_rest.py")
+    spec = importlib.util.spec_from_file_location("griffe_rest", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = "\n".join(
+        [
+            "Uses :class:`~a.b.Thing` and :func:`f` with :math:`x_i^2`.",
+            "",
+            ".. math:: y = 1",
+            "",
+            ">>> 1 + 1",
+            "2",
+        ]
+    )
+    assert module.rest_to_markdown(text).splitlines() == [
+        "Uses `Thing` and `f` with \\(x_i^2\\).",
+        "",
+        "\\[",
+        "y = 1",
+        "\\]",
+        "",
+        "```pycon",
+        ">>> 1 + 1",
+        "2",
+        "```",
+    ]
