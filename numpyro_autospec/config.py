@@ -8,7 +8,7 @@ The root of a draw (the driver that walks the steps ``0..N-1`` left to right) fo
   steps from the speculation, score it in one round and keep the longest valid prefix plus one
   corrected step by token or block verification;
 * **recursion blocks** (``autospec``, ``sequential``): sample a block exactly by the paper's
-  recursive speculative rejection sampling (ALGORITHM.md section 3; a block no larger than the
+  recursive speculative rejection sampling (docs/algorithm.md, section 3; a block no larger than the
   leaf size is sampled step by step).
 
 The default ``autospec`` root on discrete processes combines both: windows verified with block

@@ -1,7 +1,7 @@
 """Reference samplers: the executable specification.
 
 A short, readable, *slow* implementation of recursive speculative rejection sampling (Anari et
-al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869, ALGORITHM.md section 3) that
+al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869, docs/algorithm.md, section 3) that
 follows the pseudo-code line by line, plus the sequential sampler and the self-speculative
 decoding peers.  It is plain Python recursion over jitted process methods; the fast engine
 (:mod:`numpyro_autospec.engine`) must produce **the same draws from the same keys** (both use
@@ -13,7 +13,8 @@ below), verified windows (the self-speculative peers), or, by default for ``auto
 discrete processes, block-verified windows with a recursion block after a window that kept
 little (exact: verification leaves a valid prefix, continued by an exact sampler).
 
-Cost model (ALGORITHM.md section 1): a *round* is one batched oracle call, a *query* one oracle
+Cost model (docs/algorithm.md, section 1): a *round* is one batched oracle call, a *query* one
+oracle
 evaluation.  Sequential steps add their rounds; parallel trials take the max of theirs.  A
 residual batch ends when its first accepted trial and all trials before it are done, so its
 rounds are the max over those trials; its queries count every trial of the batch run to

@@ -1,5 +1,5 @@
 """The arithmetic of recursive speculative rejection sampling, shared by the reference sampler
-and the engine so that both consume randomness identically (ALGORITHM.md, section 3).
+and the engine so that both consume randomness identically (docs/algorithm.md, section 3).
 
 For a block :math:`S` with target :math:`\\mu_S` and speculation :math:`\\nu_S`:
 

@@ -1,7 +1,7 @@
 r"""The sequential sampler of any process, as one compiled loop.
 
 Step :math:`k = 0, \dots, N-1` queries the oracle on the prefix and draws step :math:`k` from
-the target conditional, one round and one query per step (ALGORITHM.md, section 1: the
+the target conditional, one round and one query per step (docs/algorithm.md, section 1: the
 baseline that autospeculation speeds up).  The draws are those of
 ``numpyro_autospec.reference.sample(process, key, SamplerConfig(method="sequential"))``, key
 for key:

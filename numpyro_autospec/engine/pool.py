@@ -5,7 +5,7 @@ A *task* drives a range ``[start, stop)`` of steps of one draw through a sequenc
 * the **root** task of a draw drives ``[0, N)`` in windows and recursion blocks, as its
   :class:`~numpyro_autospec.config.RootPolicy` says;
 * a **residual trial** of a block ``[a, a+m)`` drives that range in two blocks, the halves
-  ``[a, a + ceil(m/2))`` and ``[a + ceil(m/2), a + m)`` (ALGORITHM.md section 3).
+  ``[a, a + ceil(m/2))`` and ``[a + ceil(m/2), a + m)`` (docs/algorithm.md, section 3).
 
 Each block is sampled by a leaf (sequential steps), by speculation + scoring + (on rejection)
 a residual loop whose trials are child tasks in other slots (a *recursion block*), or, at the

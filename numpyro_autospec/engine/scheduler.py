@@ -1,6 +1,6 @@
 """The round scheduler: recursive speculative rejection sampling as one compiled program.
 
-ALGORITHM.md section 4: the trials of the residual loop run *independently*, each at its own
+docs/algorithm.md, section 4: the trials of the residual loop run *independently*, each at its own
 pace, so nested ``vmap`` (lockstep lanes) cannot keep the paper's parallel time.  This module
 keeps a fixed-capacity pool of tasks (:mod:`numpyro_autospec.engine.pool`) and repeats
 
@@ -550,24 +550,29 @@ class _Scheduler:
         # 2. reports: finished trials tell their parent; the smallest accepted index wins
         (reporter,) = jnp.nonzero(pool.status == Status.REPORT, size=K, fill_value=P)
         valid = reporter < P
-        rep = gather(pool, jnp.minimum(reporter, P - 1))
-        accepted = valid & rep.report_accept
-        target = jnp.where(accepted, rep.parent, P)
-        best = pool.best_trial.at[target].min(rep.trial, mode="drop")
-        winner = accepted & (best[jnp.clip(rep.parent, 0, P - 1)] == rep.trial)
-        win_target = jnp.where(winner, rep.parent, P)
-        pool = pool._replace(best_trial=best)
-        pool = pool._replace(
-            x=scatter(pool.x, win_target, rep.x),
-            log_mu_block=pool.log_mu_block.at[win_target].set(rep.log_mu_total, mode="drop"),
-            answer_next=scatter(pool.answer_next, win_target, rep.answer),
-            has_next=pool.has_next.at[win_target].set(rep.has_answer, mode="drop"),
-        )
-        freed = jnp.where(valid, reporter, P)
-        pool = pool._replace(
-            status=pool.status.at[freed].set(Status.FREE, mode="drop"),
-            epoch=pool.epoch.at[freed].add(1, mode="drop"),
-        )
+
+        def report(pool):
+            rep = gather(pool, jnp.minimum(reporter, P - 1))
+            accepted = valid & rep.report_accept
+            target = jnp.where(accepted, rep.parent, P)
+            best = pool.best_trial.at[target].min(rep.trial, mode="drop")
+            winner = accepted & (best[jnp.clip(rep.parent, 0, P - 1)] == rep.trial)
+            win_target = jnp.where(winner, rep.parent, P)
+            pool = pool._replace(best_trial=best)
+            pool = pool._replace(
+                x=scatter(pool.x, win_target, rep.x),
+                log_mu_block=pool.log_mu_block.at[win_target].set(rep.log_mu_total, mode="drop"),
+                answer_next=scatter(pool.answer_next, win_target, rep.answer),
+                has_next=pool.has_next.at[win_target].set(rep.has_answer, mode="drop"),
+            )
+            freed = jnp.where(valid, reporter, P)
+            pool = pool._replace(
+                status=pool.status.at[freed].set(Status.FREE, mode="drop"),
+                epoch=pool.epoch.at[freed].add(1, mode="drop"),
+            )
+            return pool
+
+        pool = jax.lax.cond(jnp.any(valid), report, lambda pool: pool, pool)
 
         # 3. waiting tasks: resolve (winner known, all earlier trials rejected) or next batch
         live = pool.status != Status.FREE
@@ -613,16 +618,24 @@ class _Scheduler:
         # 6. completed draws: write their outputs and free their slots
         (completing,) = jnp.nonzero(pool.status == Status.COMPLETE, size=K, fill_value=P)
         valid = completing < P
-        comp = gather(pool, jnp.minimum(completing, P - 1))
-        final = comp.answer if plan.final_query else None
-        outputs = jax.vmap(self.process.output)(comp.x, final)
-        draw_target = jnp.where(valid, comp.draw, plan.num_draws)
-        output = scatter(state.output, draw_target, outputs)
-        done = state.done.at[draw_target].set(True, mode="drop")
-        freed = jnp.where(valid, completing, P)
-        pool = pool._replace(
-            status=pool.status.at[freed].set(Status.FREE, mode="drop"),
-            epoch=pool.epoch.at[freed].add(1, mode="drop"),
+
+        def complete(carry):
+            pool, output, done = carry
+            comp = gather(pool, jnp.minimum(completing, P - 1))
+            final = comp.answer if plan.final_query else None
+            outputs = jax.vmap(self.process.output)(comp.x, final)
+            draw_target = jnp.where(valid, comp.draw, plan.num_draws)
+            output = scatter(output, draw_target, outputs)
+            done = done.at[draw_target].set(True, mode="drop")
+            freed = jnp.where(valid, completing, P)
+            pool = pool._replace(
+                status=pool.status.at[freed].set(Status.FREE, mode="drop"),
+                epoch=pool.epoch.at[freed].add(1, mode="drop"),
+            )
+            return pool, output, done
+
+        pool, output, done = jax.lax.cond(
+            jnp.any(valid), complete, lambda carry: carry, (pool, state.output, state.done)
         )
 
         # 7. spawn residual trials and start new draws, keeping the pool deadlock-free
@@ -701,77 +714,84 @@ class _Scheduler:
         spawn_ok, root_ok = admitted[: 2 * K], admitted[2 * K :]
         K2 = 2 * K
 
-        # children
-        parents = gather(pool, spawn_parent)
-        trial = parents.trial_next + offset
-        k_left, k_right, k_accept = jax.vmap(trial_keys)(parents.key_residual, trial)
-        half = (length[spawn_parent] + 1) // 2
-        old_epoch = pool.epoch[jnp.minimum(spawn_destination, P - 1)]
-        children = parents._replace(
-            status=jnp.full((K2,), Status.START, jnp.int32),
-            parent=spawn_parent.astype(jnp.int32),
-            parent_epoch=parents.epoch,
-            epoch=old_epoch + 1,
-            trial=trial,
-            key_first=k_left,
-            key_second=k_right,
-            key_accept=k_accept,
-            start=parents.block_start,
-            stop=parents.block_end,
-            max_block=half,
-            block_index=jnp.zeros((K2,), jnp.int32),
-            block_end=parents.block_start + half,
-            cursor=parents.block_start,
-            has_answer=jnp.ones((K2,), bool),
-            has_next=jnp.zeros((K2,), bool),
-            answer_parent=parents.answer,
-            log_mu_block=jnp.zeros((K2,), jnp.float32),
-            log_mu_total=jnp.zeros((K2,), jnp.float32),
-            best_trial=jnp.full((K2,), NO_TRIAL, jnp.int32),
-            verifying=jnp.zeros((K2,), bool),
-        )
-        pool = scatter(pool, spawn_destination, children)
+        # children (skipped when none is admitted: a scatter of whole slots is not free)
+        def spawn(pool):
+            parents = gather(pool, spawn_parent)
+            trial = parents.trial_next + offset
+            k_left, k_right, k_accept = jax.vmap(trial_keys)(parents.key_residual, trial)
+            half = (length[spawn_parent] + 1) // 2
+            old_epoch = pool.epoch[jnp.minimum(spawn_destination, P - 1)]
+            children = parents._replace(
+                status=jnp.full((K2,), Status.START, jnp.int32),
+                parent=spawn_parent.astype(jnp.int32),
+                parent_epoch=parents.epoch,
+                epoch=old_epoch + 1,
+                trial=trial,
+                key_first=k_left,
+                key_second=k_right,
+                key_accept=k_accept,
+                start=parents.block_start,
+                stop=parents.block_end,
+                max_block=half,
+                block_index=jnp.zeros((K2,), jnp.int32),
+                block_end=parents.block_start + half,
+                cursor=parents.block_start,
+                has_answer=jnp.ones((K2,), bool),
+                has_next=jnp.zeros((K2,), bool),
+                answer_parent=parents.answer,
+                log_mu_block=jnp.zeros((K2,), jnp.float32),
+                log_mu_total=jnp.zeros((K2,), jnp.float32),
+                best_trial=jnp.full((K2,), NO_TRIAL, jnp.int32),
+                verifying=jnp.zeros((K2,), bool),
+            )
+            return scatter(pool, spawn_destination, children)
+
+        pool = jax.lax.cond(jnp.any(spawn_ok), spawn, lambda pool: pool, pool)
         spawned_per_parent = jax.ops.segment_sum(
             spawn_ok.astype(jnp.int32), jnp.where(spawn_ok, spawn_parent, P), P + 1
         )[:P]
         pool = pool._replace(trial_next=pool.trial_next + spawned_per_parent)
 
-        # roots
-        policy = plan.policy
-        first_block = policy.first_window if policy.rule is not None else policy.recursion_block
+        # roots (skipped when none starts)
+        def start(pool):
+            policy = plan.policy
+            first_block = policy.first_window if policy.rule is not None else policy.recursion_block
+            draw = jnp.minimum(root_draw, plan.num_draws - 1)
+            k_init, k_run = jax.vmap(jax.random.split, out_axes=1)(self.keys[draw])
+            x0 = jax.vmap(self.process.init)(k_init)
+            template = gather(pool, jnp.zeros((K,), jnp.int32))
+            zeros = jnp.zeros((K,), jnp.int32)
+            roots = template._replace(
+                status=jnp.full((K,), Status.START, jnp.int32),
+                draw=draw.astype(jnp.int32),
+                parent=zeros - 1,
+                parent_epoch=zeros,
+                epoch=pool.epoch[jnp.minimum(root_destination, P - 1)] + 1,
+                trial=zeros,
+                key_first=k_run,
+                start=zeros,
+                stop=zeros + plan.num_steps,
+                max_block=zeros + plan.seq_block,
+                block_index=zeros,
+                block_start=zeros,
+                block_end=zeros + min(first_block, plan.num_steps),
+                verifying=jnp.full((K,), policy.rule is not None),
+                window=zeros + policy.first_window,
+                advanced=zeros,
+                windows=zeros,
+                window_start=zeros,
+                cursor=zeros,
+                x=x0,
+                has_answer=jnp.zeros((K,), bool),
+                has_next=jnp.zeros((K,), bool),
+                log_mu_block=jnp.zeros((K,), jnp.float32),
+                log_mu_total=jnp.zeros((K,), jnp.float32),
+                best_trial=jnp.full((K,), NO_TRIAL, jnp.int32),
+            )
+            return scatter(pool, root_destination, roots)
+
+        pool = jax.lax.cond(jnp.any(root_ok), start, lambda pool: pool, pool)
         draw = jnp.minimum(root_draw, plan.num_draws - 1)
-        k_init, k_run = jax.vmap(jax.random.split, out_axes=1)(self.keys[draw])
-        x0 = jax.vmap(self.process.init)(k_init)
-        template = gather(pool, jnp.zeros((K,), jnp.int32))
-        zeros = jnp.zeros((K,), jnp.int32)
-        roots = template._replace(
-            status=jnp.full((K,), Status.START, jnp.int32),
-            draw=draw.astype(jnp.int32),
-            parent=zeros - 1,
-            parent_epoch=zeros,
-            epoch=pool.epoch[jnp.minimum(root_destination, P - 1)] + 1,
-            trial=zeros,
-            key_first=k_run,
-            start=zeros,
-            stop=zeros + plan.num_steps,
-            max_block=zeros + plan.seq_block,
-            block_index=zeros,
-            block_start=zeros,
-            block_end=zeros + min(first_block, plan.num_steps),
-            verifying=jnp.full((K,), policy.rule is not None),
-            window=zeros + policy.first_window,
-            advanced=zeros,
-            windows=zeros,
-            window_start=zeros,
-            cursor=zeros,
-            x=x0,
-            has_answer=jnp.zeros((K,), bool),
-            has_next=jnp.zeros((K,), bool),
-            log_mu_block=jnp.zeros((K,), jnp.float32),
-            log_mu_total=jnp.zeros((K,), jnp.float32),
-            best_trial=jnp.full((K,), NO_TRIAL, jnp.int32),
-        )
-        pool = scatter(pool, root_destination, roots)
         num_started = jnp.sum(root_ok)
         started = state.started.at[jnp.where(root_ok, draw, plan.num_draws)].set(True, mode="drop")
         return pool, state.next_draw + num_started, started, jnp.any(admitted)

@@ -43,7 +43,7 @@ class HopfieldOracle(AnyOrderOracle):
 
     with :math:`\sigma` the logistic function; :math:`O(nR)` per query.  These conditionals
     come from no single joint, so the sampler's law is that of sequential any-order sampling
-    with the same order (ALGORITHM.md section 2a).  With many patterns, the field change that
+    with the same order (docs/algorithm.md, section 2a).  With many patterns, the field change that
     drafted sites cause at a later site has a random sign: site-by-site errors partly cancel
     over a block, a target where sequence-level acceptance (Anari et al., arXiv:2511.07869)
     keeps long blocks while site-by-site verification stops early.

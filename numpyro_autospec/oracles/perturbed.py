@@ -58,7 +58,7 @@ class PerturbedOracle(AnyOrderOracle):
     with a learned network, so any-order sampling depends on the order.  For a fixed order
     :math:`\sigma` the autospeculative sampler's law is that of sequential sampling,
     :math:`\prod_k p(x_{\sigma(k)} \mid x_{\sigma(<k)})` (Anari et al., arXiv:2511.07869;
-    ALGORITHM.md section 2a), given exactly by :meth:`sequential_log_probs`.
+    docs/algorithm.md, section 2a), given exactly by :meth:`sequential_log_probs`.
 
     :param table: the consistent oracle to perturb (:math:`n \le 16`).
     :param scale: standard deviation of the log-perturbation :math:`g` (0 gives the table).

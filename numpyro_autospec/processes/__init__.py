@@ -1,4 +1,4 @@
-"""Processes: the oracle-driven sequences that the samplers run (ALGORITHM.md, section 2)."""
+"""Processes: the oracle-driven sequences that the samplers run (docs/algorithm.md, section 2)."""
 
 from numpyro_autospec.processes.any_order import AnyOrderProcess, AnyOrderState
 from numpyro_autospec.processes.base import DiscreteStepProcess, Process

@@ -1,4 +1,4 @@
-"""Any-order autoregressive sampling on :math:`[q]^n` as a process (ALGORITHM.md, 2a).
+"""Any-order autoregressive sampling on :math:`[q]^n` as a process (docs/algorithm.md, section 2a).
 
 The oracle is ``log_marginals(x, mask) -> [n, q]`` with
 :math:`\\log \\mu(X_i = v \\mid X_{\\text{mask}} = x_{\\text{mask}})` in row ``i``.  A uniformly
@@ -7,9 +7,14 @@ are pinned first and never sampled, so the sampler draws from
 :math:`\\mu(X_{\\text{free}} \\mid X_{\\text{obs}})` (infilling).  Step ``k`` fixes site
 :math:`\\sigma(P + k)` where ``P`` is the number of observed sites.
 
-* target: row :math:`\\sigma(P+k)` of ``log_marginals(x, {sigma(<P+k)})``;
-* speculation for the block :math:`S = [a, a+m)`: the product of the rows
-  :math:`\\sigma(P+a), \\dots, \\sigma(P+a+m-1)` of the single query ``O_a`` at the block's start.
+* target: the conditional of site :math:`\\sigma(P+k)` given the sites
+  :math:`\\sigma(<P+k)`;
+* speculation for the block :math:`S = [a, a+m)`: the product of the conditionals of the sites
+  :math:`\\sigma(P+a), \\dots, \\sigma(P+a+m-1)`, all given the prefix before step ``a``: one
+  query ``O_a = query(x, a, R)`` holding those ``R >= m`` rows (rows only, not ``[n, q]``);
+* scoring the block: with an oracle that declares ``scores_blocks``, one
+  ``log_conditionals`` call (row ``j`` given the first ``j`` steps of the block), else one
+  ``log_marginals`` evaluation per step.
 
 With a consistent oracle the output law is exactly :math:`\\mu` (conditioned on the observed
 sites); with an inconsistent (learned) oracle it is exactly the law of sequential any-order
@@ -58,7 +63,10 @@ class AnyOrderProcess:
     Parameters
     ----------
     log_marginals:
-        the oracle, a JAX-traceable ``(x: int32[n], mask: bool[n]) -> float[n, q]``.
+        the oracle: an :class:`~numpyro_autospec.oracles.AnyOrderOracle` (its block form
+        ``log_conditionals`` is used when it declares ``scores_blocks`` or
+        ``depends_on_order``), or a JAX-traceable ``(x: int32[n], mask: bool[n]) ->
+        float[n, q]``.
     num_positions, num_categories:
         ``n`` and ``q``.
     observed_values, observed_mask:
@@ -82,6 +90,8 @@ class AnyOrderProcess:
     """
 
     final_query = False
+    #: single-step queries gather their slot's state (no in-place batched forms)
+    batched_queries = False
 
     def __init__(
         self,
@@ -185,9 +195,11 @@ class AnyOrderProcess:
         """One oracle evaluation at the prefix before step ``k``: ``[num_rows, q]``, row ``j``
         the conditional of the site of step ``k + j`` given the sites fixed before step ``k``
         (rows past the last step repeat the last site's).  Set-form oracles: one
-        ``log_marginals`` call; order-dependent ones: one ``log_conditionals`` call."""
+        ``log_marginals`` call (or, for a single step of an oracle that scores blocks, a
+        one-row ``log_conditionals`` call); order-dependent ones: one ``log_conditionals``
+        call."""
         sites = x.order[self._positions(k, num_rows)]
-        if self.oracle.depends_on_order:
+        if self.oracle.depends_on_order or (self.scores_blocks and num_rows == 1):
             prefix = jnp.full((num_rows,), self.num_observed + k, jnp.int32)
             return self.oracle.log_conditionals(x.values, x.rank, sites, prefix)
         return self.oracle.log_marginals(x.values, x.rank < self.num_observed + k)[sites]

@@ -4,25 +4,35 @@ A sample is built in :math:`N` steps :math:`k = 0, \\dots, N-1`; the state ``x``
 steps done so far.  Everything the samplers need from a model goes through the methods of
 :class:`Process`, so the same reference sampler and the same round scheduler run any-order
 autoregressive models (:mod:`numpyro_autospec.processes.any_order`) and denoising diffusion
-(:mod:`numpyro_autospec.processes.diffusion`).  See ``ALGORITHM.md`` section 2 and
+(:mod:`numpyro_autospec.processes.diffusion`).  See ``docs/algorithm.md`` section 2 and
 Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869 (2025).
 
 Conventions
 -----------
-* ``query(x, k)`` is **one** oracle evaluation on the prefix of ``x`` before step ``k``; its
-  answer ``O_k`` is a pytree (any-order: ``[n, q]`` log-marginals; diffusion: the drift).
-* ``reduce(x, k, O_k)`` keeps what step ``k`` needs from ``O_k`` (any-order: the row of the site
-  fixed at step ``k``; diffusion: ``O_k`` itself).  The engine stores reduced answers only.
+* ``query(x, k, num_rows)`` is **one** oracle evaluation on the prefix of ``x`` before step
+  ``k``; its answer is a pytree.  A *speculation answer* ``O_a = query(x, a, R)`` holds what
+  the speculation of a block of up to ``R`` steps starting at ``a`` needs (any-order: the
+  ``[R, q]`` conditionals of the steps ``a..a+R-1`` given the prefix; diffusion: the drift
+  :math:`f(t_a, y_a)`); a *single-step answer* ``query(x, k, 1)`` what step ``k`` needs.
+  ``R`` is static (:attr:`~numpyro_autospec.config.RootPolicy.answer_rows`).
+* ``reduce(x, k, answer)`` is the target row of step ``k`` in ``query(x, k, .)``.
 * ``target_logp`` / ``target_sample`` act on reduced answers; ``spec_sample`` / ``spec_logp``
-  act on the full answer ``O_a`` at the start of a block ``[a, a+m)`` (autospeculation: the
-  same oracle, frozen at ``a``).
+  act on the speculation answer ``O_a`` at the start of a block ``[a, a+m)``, ``m <= R``
+  (autospeculation: the same oracle, frozen at ``a``).
 * ``a``, ``m`` and ``k`` may be traced integers: every method must have static shapes.
 * All methods are pure; the samplers vmap them over batches of queries and draws.
-* Optional batched forms for the engine, for processes with large states:
-  ``query_batch(states, slot, k)`` (the answers ``query(states[slot[i]], k[i])``) and
-  ``score_batch(states, slot, k, answers)`` (``reduce`` and ``target_logp`` of those steps),
-  where ``states`` is the pool's stacked state; they let a query read only what it needs
-  instead of a gathered copy of its slot's whole state.
+
+Declared fast paths (class attributes, never discovered):
+
+* ``scores_blocks``: ``score_block(x, a, L)`` returns the target rows of the steps
+  ``a..a+L-1``, row ``j`` given the prefix before step ``a + j``, in **one** evaluation (an
+  order-aware network's forward pass, a cumulative pass of an exact model).  The samplers then
+  score a speculated block with one call instead of ``m - 1`` single-step queries.
+* ``batched_queries``: ``query_batch(states, slot, k)`` (the answers
+  ``query(states[slot[i]], k[i], 1)``) and ``score_batch(states, slot, k, answers)``
+  (``reduce`` and ``target_logp`` of those steps), where ``states`` is the pool's stacked
+  state; a single-step query then reads only what it needs instead of a gathered copy of its
+  slot's whole state (diffusion: :math:`y_k` of an :math:`O(Nd)` path).
 """
 
 from __future__ import annotations
@@ -40,21 +50,30 @@ Reduced = Any
 
 @runtime_checkable
 class Process(Protocol):
-    """An oracle-driven sequence of ``num_steps`` steps (ALGORITHM.md, section 2)."""
+    """An oracle-driven sequence of ``num_steps`` steps (docs/algorithm.md, section 2)."""
 
     #: number of steps N (static)
     num_steps: int
     #: whether :meth:`output` needs ``query(x, N)`` (diffusion: the final denoised point)
     final_query: bool
+    #: declared fast path: :meth:`score_block` scores a block in one evaluation
+    scores_blocks: bool
+    #: declared fast path: ``query_batch`` / ``score_batch`` read the pool in place
+    batched_queries: bool
 
     def init(self, key: Array) -> State:
         """Initial state (any-order: draws the random order and places observed values)."""
 
-    def query(self, x: State, k: Array) -> Answer:
-        """One oracle evaluation on the prefix of ``x`` before step ``k``."""
+    def query(self, x: State, k: Array, num_rows: int = 1) -> Answer:
+        """One oracle evaluation on the prefix of ``x`` before step ``k``: what the steps
+        ``k..k+num_rows-1`` need (``num_rows`` static)."""
 
     def reduce(self, x: State, k: Array, answer: Answer) -> Reduced:
-        """What step ``k`` needs from ``query(x, k)``."""
+        """What step ``k`` needs from ``query(x, k, .)``."""
+
+    def score_block(self, x: State, a: Array, num_rows: int) -> Reduced:
+        """Only with ``scores_blocks``: the reduced answers of steps ``a..a+num_rows-1``
+        (leading axis ``num_rows``), each given its own prefix, in one evaluation."""
 
     def target_logp(self, x: State, k: Array, reduced: Reduced) -> Array:
         """:math:`\\log \\mu(\\text{step } k \\text{ of } x \\mid \\text{prefix})`."""
@@ -80,8 +99,9 @@ class DiscreteStepProcess(Process, Protocol):
 
     num_categories: int
 
-    def spec_reduce(self, x: State, k: Array, answer: Answer) -> Array:
-        """Log-probabilities ``[q]`` of step ``k`` under the speculation frozen at ``answer``."""
+    def spec_reduce(self, x: State, a: Array, k: Array, answer: Answer) -> Array:
+        """Log-probabilities ``[q]`` of step ``k`` under the speculation frozen at
+        ``answer = query(x, a, R)``."""
 
     def step_value(self, x: State, k: Array) -> Array:
         """The value taken at step ``k``."""

@@ -1,4 +1,4 @@
-r"""Denoising diffusion (stochastic localization) as a process (ALGORITHM.md, 2b).
+r"""Denoising diffusion (stochastic localization) as a process (docs/algorithm.md, section 2b).
 
 The oracle is a denoiser :math:`f(t, y) = \mathbb{E}[Y \mid tY + W_t = y]`
 (:mod:`numpyro_autospec.denoisers`), :math:`W` a standard Brownian motion in

@@ -1,0 +1,191 @@
+"""Seconds per exact draw: autospeculation (``engine.run``, default config) against sequential
+sampling (``sequential_run``) with the same oracle, both jitted, measured in one run.
+
+Each case runs in its own subprocess (its peak RSS is that case's alone) and reports:
+seconds per draw for one draw per call, draws per second when ``--draws`` draws share one
+call (the engine's pool; the sequential sampler vmaps), rounds, oracle evaluations
+(``queries``) and conditionals per draw, and peak RSS.  Sequential sampling uses its best
+path: one single-step query per step, rows only (``query(x, k, 1)``; the block form with one
+row where the oracle scores blocks).
+
+    .venv/bin/python benchmarks/seconds.py                      # every case, table + CSV + plot
+    .venv/bin/python benchmarks/seconds.py --cases cw-4096 mlp-256
+
+Seconds are machine- and load-dependent: compare the ratios of one run (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CASES = (
+    "cw-1024",
+    "cw-4096",
+    "cw-16384",
+    "potts-1024-q512",
+    "ising-1024",
+    "mlp-256",
+    "digits-1024",
+    "digits-4096",
+    "mixture-1024",
+    "mixture-4096",
+)
+
+
+def make_process(case: str):
+    """The process of a case name ``family-size[-qQ]``."""
+    from numpyro_autospec.oracles import CurieWeissOracle, IsingChainOracle
+    from numpyro_autospec.processes import AnyOrderProcess
+
+    sys.path.insert(0, HERE)
+    from targets import PottsCountOracle, RandomMLPOracle
+
+    family, size, *rest = case.split("-")
+    n = int(size)
+    if family == "cw":
+        return AnyOrderProcess(CurieWeissOracle(n, beta=1.0), n, 2)
+    if family == "potts":
+        q = int(rest[0][1:])
+        return AnyOrderProcess(PottsCountOracle(n, q), n, q)
+    if family == "ising":
+        return AnyOrderProcess(IsingChainOracle.uniform(n, coupling=0.2), n, 2)
+    if family == "mlp":
+        return AnyOrderProcess(RandomMLPOracle(n, 2), n, 2)
+    if family in ("digits", "mixture"):
+        from diffusion_rounds import make_process as diffusion_process
+
+        return diffusion_process(family, n)
+    raise ValueError(f"unknown case {case!r}")
+
+
+def timed(function, repeats: int) -> tuple[float, float, object]:
+    """(seconds of the first call, compile included; median seconds of later calls; output)."""
+    start = time.perf_counter()
+    out = jax.block_until_ready(function(jax.random.PRNGKey(0)))
+    first = time.perf_counter() - start
+    seconds = []
+    for seed in range(1, repeats + 1):
+        start = time.perf_counter()
+        out = jax.block_until_ready(function(jax.random.PRNGKey(seed)))
+        seconds.append(time.perf_counter() - start)
+    return first, float(np.median(seconds)), out
+
+
+def measure(case: str, draws: int, repeats: int) -> dict:
+    """One case, in this process."""
+    from numpyro_autospec.engine import run
+    from numpyro_autospec.sequential import sequential_run
+
+    process = make_process(case)
+    samplers = {
+        "sequential": lambda keys: sequential_run(process, keys),
+        "autospec": lambda keys: run(process, keys),
+    }
+    row = {"case": case, "draws": draws}
+    for name, sampler in samplers.items():
+        one = jax.jit(lambda key, s=sampler: s(key[None]))
+        many = jax.jit(lambda key, s=sampler: s(jax.random.split(key, draws)))
+        first, per_draw, out = timed(one, repeats)
+        _, per_call, out_many = timed(many, max(1, repeats // 2))
+        row[f"{name}_compile_s"] = round(first - per_draw, 2)
+        row[f"{name}_s_per_draw"] = per_draw
+        row[f"{name}_draws_per_s"] = draws / per_call
+        row[f"{name}_rounds"] = float(np.mean(np.asarray(out_many.rounds)))
+        row[f"{name}_queries"] = float(np.mean(np.asarray(out_many.queries)))
+        conditionals = out_many.conditionals
+        row[f"{name}_conditionals"] = (
+            row[f"{name}_queries"] if conditionals is None else float(np.mean(conditionals))
+        )
+    row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    row["speedup_one"] = row["sequential_s_per_draw"] / row["autospec_s_per_draw"]
+    row["speedup_many"] = row["autospec_draws_per_s"] / row["sequential_draws_per_s"]
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    header = (
+        "| case | sequential s/draw | autospec s/draw | speed-up | speed-up, "
+        "{d} draws | rounds (seq / auto) | queries (seq / auto) | conditionals auto "
+        "| peak RSS MB |"
+    ).format(d=rows[0]["draws"] if rows else "")
+    lines = [header, "|" + "---|" * 9]
+    for r in rows:
+        lines.append(
+            f"| {r['case']} | {r['sequential_s_per_draw']:.4f} | {r['autospec_s_per_draw']:.4f} "
+            f"| {r['speedup_one']:.2f}x | {r['speedup_many']:.2f}x "
+            f"| {r['sequential_rounds']:.0f} / {r['autospec_rounds']:.1f} "
+            f"| {r['sequential_queries']:.0f} / {r['autospec_queries']:.1f} "
+            f"| {r['autospec_conditionals']:.0f} | {r['peak_rss_mb']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    cases = [r["case"] for r in rows]
+    position = np.arange(len(rows))
+    ax.bar(position - 0.2, [r["speedup_one"] for r in rows], 0.4, label="one draw per call")
+    ax.bar(position + 0.2, [r["speedup_many"] for r in rows], 0.4, label="many draws per call")
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_xticks(position, cases, rotation=30, ha="right")
+    ax.set_ylabel("sequential seconds / autospec seconds")
+    ax.set_yscale("log")
+    ax.set_title("Autospeculation against sequential sampling, same oracle (CPU)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(args: argparse.Namespace) -> None:
+    if args.child:
+        print(json.dumps(measure(args.child, args.draws, args.repeats)))
+        return
+    rows = []
+    for case in args.cases:
+        command = [sys.executable, __file__, "--child", case]
+        command += ["--draws", str(args.draws), "--repeats", str(args.repeats)]
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            print(f"{case}: failed\n{result.stderr[-2000:]}", file=sys.stderr)
+            continue
+        rows.append(json.loads(result.stdout.strip().splitlines()[-1]))
+        print(table(rows[-1:]).splitlines()[-1], flush=True)
+    if not rows:
+        return
+    print()
+    print(table(rows))
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "seconds.csv"), "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    plot(rows, os.path.join(args.out, "seconds.png"))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description="Seconds per exact draw, autospeculation against sequential sampling.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
+    parser.add_argument("--draws", type=int, default=8, help="draws per call (many-draw rate)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls after the first")
+    parser.add_argument("--out", default=os.path.join(HERE, "results"), help="CSV and plot")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    main(parser.parse_args())

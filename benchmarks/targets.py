@@ -1,0 +1,71 @@
+"""Benchmark-only oracles: a Potts-like oracle with a large vocabulary and a random masked MLP.
+
+Both are *inconsistent* oracles (no single joint law answers all their queries): the samplers
+then draw exactly from the law of sequential sampling along the random order, which is all a
+timing needs.  They exist to measure seconds with the two costs users bring: a vocabulary of
+hundreds of values, and a network whose batch-1 evaluation is bound by reading its weights.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import Array
+
+from numpyro_autospec.oracles import AnyOrderOracle
+
+__all__ = ["PottsCountOracle", "RandomMLPOracle"]
+
+
+class PottsCountOracle(AnyOrderOracle):
+    r"""Every free site has the law :math:`\operatorname{softmax}(\beta\, c / n + h)` where
+    :math:`c \in \mathbb{N}^q` counts the pinned values: :math:`O(n + q)` per query
+    (``segment_sum``).  The block form reads the counts of every prefix off one cumulative sum
+    of one-hot rows along the order, :math:`O(nq)` for a whole block (``scores_blocks``)."""
+
+    scores_blocks = True
+
+    def __init__(self, num_positions: int, num_categories: int, beta: float = 8.0, seed: int = 0):
+        self.num_positions = int(num_positions)
+        self.num_categories = int(num_categories)
+        self.beta = float(beta)
+        self.field = jax.random.normal(jax.random.PRNGKey(seed), (self.num_categories,))
+
+    def _rows(self, counts: Array) -> Array:
+        logits = self.beta * counts / self.num_positions + self.field
+        return jax.nn.log_softmax(logits, axis=-1)
+
+    def log_marginals(self, x: Array, mask: Array) -> Array:
+        counts = jax.ops.segment_sum(
+            mask.astype(jnp.float32), x, num_segments=self.num_categories
+        )
+        return jnp.broadcast_to(self._rows(counts), (self.num_positions, self.num_categories))
+
+    def log_conditionals(self, x: Array, ranks: Array, sites: Array, prefix_lengths: Array):
+        n, q = self.num_positions, self.num_categories
+        values_in_order = jnp.zeros(n, jnp.int32).at[ranks].set(x)
+        one_hot = jax.nn.one_hot(values_in_order, q, dtype=jnp.float32)
+        counts = jnp.concatenate([jnp.zeros((1, q)), jnp.cumsum(one_hot, axis=0)])
+        return self._rows(counts[jnp.clip(prefix_lengths, 0, n)])
+
+
+class RandomMLPOracle(AnyOrderOracle):
+    """A masked MLP with random weights, ``[one_hot(x) * mask, mask] -> hidden -> [n, q]``
+    logits: at batch 1 its evaluation reads every weight once (memory-bound), the regime
+    where batching a round's queries pays most."""
+
+    def __init__(self, num_positions: int, num_categories: int = 2, hidden: int = 1024):
+        self.num_positions = int(num_positions)
+        self.num_categories = int(num_categories)
+        n, q = self.num_positions, self.num_categories
+        k1, k2 = jax.random.split(jax.random.PRNGKey(0))
+        inputs = n * q + n
+        self.w1 = jax.random.normal(k1, (inputs, hidden)) / jnp.sqrt(inputs)
+        self.w2 = jax.random.normal(k2, (hidden, n * q)) / jnp.sqrt(hidden)
+
+    def log_marginals(self, x: Array, mask: Array) -> Array:
+        n, q = self.num_positions, self.num_categories
+        pinned = jax.nn.one_hot(x, q) * mask[:, None]
+        features = jnp.concatenate([pinned.reshape(-1), mask.astype(jnp.float32)])
+        hidden = jax.nn.gelu(features @ self.w1)
+        return jax.nn.log_softmax((hidden @ self.w2).reshape(n, q), axis=-1)
