@@ -145,7 +145,7 @@ class TransformerOracle(eqx.Module, AnyOrderOracle):
         site_vectors = jax.vmap(self.site_embedding)(jnp.arange(self.num_positions))
         values = jax.vmap(self.value_embedding)(x) + site_vectors
         content = jnp.concatenate([self.start_token[None], values], axis=0)
-        queries = site_vectors[sites] + self.query_token
+        queries = site_vectors[sites] + self.query_token[None, :]
         content_attends = content_mask(ranks)
         queries_attend = query_mask(ranks, prefix_lengths)
         for layer in self.layers:
