@@ -268,12 +268,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--num-positions", type=int, default=128, help="n: characters per window")
-    parser.add_argument("--model-size", type=int, default=96, help="transformer width d")
+    parser.add_argument("--model-size", type=int, default=64, help="transformer width d")
     parser.add_argument("--num-layers", type=int, default=3, help="two-stream layers")
     parser.add_argument("--num-heads", type=int, default=4, help="attention heads")
-    parser.add_argument("--num-steps", type=int, default=600, help="AdamW steps")
-    parser.add_argument("--batch-size", type=int, default=32, help="windows per step")
-    parser.add_argument("--learning-rate", type=float, default=2e-3, help="peak learning rate")
+    parser.add_argument("--num-steps", type=int, default=900, help="AdamW steps")
+    parser.add_argument("--batch-size", type=int, default=16, help="windows per step")
+    parser.add_argument("--learning-rate", type=float, default=3e-3, help="peak learning rate")
     parser.add_argument(
         "--objective", choices=["autoregressive", "prefix"], default="autoregressive",
         help="random-order objective: all n conditionals of one order, or one random prefix",

@@ -17,6 +17,7 @@ network is a two-stream transformer (:mod:`numpyro_autospec.learned.attention`):
   sites, and a learned start token;
 * query tokens :math:`g_j = E_{\text{site}}[s_j] + e_{\text{query}}` for the :math:`L` requested
   rows;
+* a learned relative-position bias on the attention scores (ALiBi-initialised);
 * content :math:`i` attends the sites of rank :math:`\le r_i`, query :math:`j` the sites of rank
   :math:`< \ell_j` (both attend the start token), so row :math:`j` depends on :math:`x` only
   through the prefix of length :math:`\ell_j`;
@@ -40,7 +41,13 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
-from numpyro_autospec.learned.attention import TwoStreamLayer, content_mask, query_mask
+from numpyro_autospec.learned.attention import (
+    TwoStreamLayer,
+    content_mask,
+    content_offsets,
+    query_mask,
+    query_offsets,
+)
 from numpyro_autospec.oracles.base import AnyOrderOracle
 
 __all__ = ["TransformerOracle", "inverse_permutation"]
@@ -119,7 +126,7 @@ class TransformerOracle(eqx.Module, AnyOrderOracle):
         self.start_token = jax.random.normal(keys[2], (model_size,))
         self.query_token = jax.random.normal(keys[3], (model_size,))
         self.layers = tuple(
-            TwoStreamLayer(model_size, num_heads, mlp_ratio, key=layer_key)
+            TwoStreamLayer(model_size, num_heads, num_positions, mlp_ratio, key=layer_key)
             for layer_key in keys[5:]
         )
         self.output_norm = eqx.nn.LayerNorm(model_size)
@@ -148,8 +155,9 @@ class TransformerOracle(eqx.Module, AnyOrderOracle):
         queries = site_vectors[sites] + self.query_token[None, :]
         content_attends = content_mask(ranks)
         queries_attend = query_mask(ranks, prefix_lengths)
+        offsets = (content_offsets(self.num_positions), query_offsets(self.num_positions, sites))
         for layer in self.layers:
-            content, queries = layer(content, queries, content_attends, queries_attend)
+            content, queries = layer(content, queries, content_attends, queries_attend, *offsets)
         logits = jax.vmap(lambda g: self.readout(self.output_norm(g)))(queries)
         return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
 
