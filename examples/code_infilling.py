@@ -101,14 +101,20 @@ def train_or_load(args: argparse.Namespace, corpus) -> tuple[TransformerOracle, 
         }
 
     model, metadata, directory = load_or_train(
-        "code-transformer", config, settings, train, seed=args.seed, cache=args.cache_dir,
+        "code-transformer",
+        config,
+        settings,
+        train,
+        seed=args.seed,
+        cache=args.cache_dir,
         retrain=args.retrain,
     )
     origin = "loaded from" if metadata["loaded_from_cache"] else "trained and saved to"
     print(
         f"model {origin} {directory}\n"
         f"  n = {args.num_positions}, q = {VOCABULARY_SIZE}, d = {args.model_size}, "
-        f"{args.num_layers} layers; {args.num_steps} steps in {metadata['training_seconds']:.0f} s\n"
+        f"{args.num_layers} layers; {args.num_steps} steps, "
+        f"{metadata['training_seconds']:.0f} s of training\n"
         f"  held-out bits per character ({metadata['eval_sequences']} windows): "
         f"{metadata['held_out_bits_random_order']:.3f} along random orders, "
         f"{metadata['held_out_bits_left_to_right']:.3f} left to right",
@@ -168,7 +174,9 @@ def infill(model, method: str, windows: np.ndarray, args: argparse.Namespace) ->
     draws, rounds, queries, seconds = [], [], [], 0.0
     for index, window in enumerate(windows):
         begin = time.perf_counter()
-        mcmc.run(jax.random.PRNGKey(args.seed + 1 + index), window, extra_fields=("rounds", "queries"))
+        mcmc.run(
+            jax.random.PRNGKey(args.seed + 1 + index), window, extra_fields=("rounds", "queries")
+        )
         samples = np.asarray(mcmc.get_samples()["code"])
         seconds += time.perf_counter() - begin
         extra = mcmc.get_extra_fields()
@@ -201,8 +209,11 @@ def plot(results: dict, windows, observed_mask, metadata, args, path: str) -> No
     grid = fig.add_gridspec(2, 3, height_ratios=[1, 2.2])
     labels = list(results)
     for column, (field, title) in enumerate(
-        [("rounds", "rounds per draw"), ("queries", "forward passes per draw"),
-         ("seconds_per_draw", "seconds per draw (jitted)")]
+        [
+            ("rounds", "rounds per draw"),
+            ("queries", "forward passes per draw"),
+            ("seconds_per_draw", "seconds per draw (jitted)"),
+        ]
     ):
         ax = fig.add_subplot(grid[0, column])
         values = [results[m][field] for m in labels]
@@ -217,7 +228,9 @@ def plot(results: dict, windows, observed_mask, metadata, args, path: str) -> No
         ax = fig.add_subplot(grid[1, column])
         ax.axis("off")
         ax.set_title(title, fontsize=10, loc="left")
-        wrapped = "\n".join(textwrap.fill(line, 48) or " " for line in text.expandtabs(4).split("\n"))
+        wrapped = "\n".join(
+            textwrap.fill(line, 48) or " " for line in text.expandtabs(4).split("\n")
+        )
         ax.text(0, 1, wrapped, family="monospace", fontsize=8, va="top", ha="left")
     fig.suptitle(
         f"Infilling {int((~observed_mask).sum())} of {len(observed_mask)} characters with a "
@@ -275,7 +288,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=16, help="windows per step")
     parser.add_argument("--learning-rate", type=float, default=3e-3, help="peak learning rate")
     parser.add_argument(
-        "--objective", choices=["autoregressive", "prefix"], default="autoregressive",
+        "--objective",
+        choices=["autoregressive", "prefix"],
+        default="autoregressive",
         help="random-order objective: all n conditionals of one order, or one random prefix",
     )
     parser.add_argument("--held-out-fraction", type=float, default=0.1, help="files held out")
@@ -288,7 +303,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--num-draws", type=int, default=2, help="draws per window and method")
     parser.add_argument("--seed", type=int, default=0, help="seed of training and sampling")
     parser.add_argument(
-        "--cache-dir", default=None,
+        "--cache-dir",
+        default=None,
         help="checkpoint cache (default: $NUMPYRO_AUTOSPEC_CACHE or ~/.cache/numpyro_autospec)",
     )
     parser.add_argument("--retrain", action="store_true", help="ignore a cached checkpoint")

@@ -4,8 +4,8 @@ Exact oracles (:mod:`numpyro_autospec.oracles`) are for testing and teaching; a 
 oracle is a network trained on data to answer every query
 ``log_marginals(x, mask) -> [n, q]``.  Its conditionals come from no single joint law, so the
 sampler draws exactly from the law of sequential any-order sampling with the same order,
-:math:`\\prod_k p(x_{\\sigma(k)} \\mid x_{\\sigma(<k)})` (docs/algorithm.md section 2a; Anari et al.,
-*Parallel Sampling via Autospeculation*, arXiv:2511.07869).
+:math:`\\prod_k p(x_{\\sigma(k)} \\mid x_{\\sigma(<k)})` (docs/algorithm.md section 2a;
+Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869).
 
 * :class:`MaskedMLP` -- a BERT/MADE-style any-order network (an ``equinox.Module``);
 * :class:`LearnedOracle` -- the shell that makes a network an

@@ -132,7 +132,9 @@ def train_transformer(
     schedule = optax.warmup_cosine_decay_schedule(
         0.0, learning_rate, warmup, max(num_steps, warmup + 1), learning_rate / 10
     )
-    optimizer = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, weight_decay=0.01))
+    optimizer = optax.chain(
+        optax.clip_by_global_norm(1.0), optax.adamw(schedule, weight_decay=0.01)
+    )
     state = optimizer.init(eqx.filter(model, eqx.is_array))
 
     @eqx.filter_jit
@@ -150,7 +152,9 @@ def train_transformer(
         model, state, loss = step(model, state, step_key, batch)
         losses[index] = float(loss)
         if index % 10 == 9:
-            bar.set_postfix(bits_per_site=f"{losses[max(0, index - 49) : index + 1].mean() / math.log(2):.3f}")
+            bar.set_postfix(
+                bits_per_site=f"{losses[max(0, index - 49) : index + 1].mean() / math.log(2):.3f}"
+            )
     return model, losses
 
 

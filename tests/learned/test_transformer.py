@@ -110,7 +110,9 @@ def test_rows_ignore_the_order_after_the_prefix_but_not_the_order_of_the_prefix(
     site, length = np.array([4], np.int32), np.array([2], np.int32)
 
     def row(order):
-        return np.asarray(CONDITIONALS(x, np.asarray(inverse_permutation(np.array(order))), site, length))
+        return np.asarray(
+            CONDITIONALS(x, np.asarray(inverse_permutation(np.array(order))), site, length)
+        )
 
     np.testing.assert_allclose(row([0, 1, 2, 3, 4]), row([0, 1, 4, 3, 2]), atol=1e-5)
     assert np.abs(row([0, 1, 2, 3, 4]) - row([1, 0, 2, 3, 4])).max() > 1e-4  # depends_on_order

@@ -58,8 +58,14 @@ def test_prefix_objective_trains_too():
     from numpyro_autospec.learned import train_transformer
 
     model, losses = train_transformer(
-        jax.random.PRNGKey(7), fresh_transformer(7, num_layers=1), table_data(), 150,
-        batch_size=64, learning_rate=1e-2, objective="prefix", progress_bar=False,
+        jax.random.PRNGKey(7),
+        fresh_transformer(7, num_layers=1),
+        table_data(),
+        150,
+        batch_size=64,
+        learning_rate=1e-2,
+        objective="prefix",
+        progress_bar=False,
     )
     assert losses[-30:].mean() < losses[:15].mean() - 0.05
 
@@ -80,11 +86,14 @@ def test_checkpoint_round_trip_restores_the_weights_and_metadata(tmp_path):
     save_checkpoint(tmp_path / "run", model, config, {"bits": 1.5})
     loaded, metadata = load_checkpoint(tmp_path / "run")
     assert metadata == {"bits": 1.5}
-    for a, b in zip(jax.tree_util.tree_leaves(model), jax.tree_util.tree_leaves(loaded), strict=True):
+    for a, b in zip(
+        jax.tree_util.tree_leaves(model), jax.tree_util.tree_leaves(loaded), strict=True
+    ):
         np.testing.assert_array_equal(a, b)
     x, ranks = jnp.array([0, 1, 2, 0, 1]), jnp.arange(N)
     np.testing.assert_array_equal(
-        loaded.log_conditionals(x, ranks, ranks, ranks), model.log_conditionals(x, ranks, ranks, ranks)
+        loaded.log_conditionals(x, ranks, ranks, ranks),
+        model.log_conditionals(x, ranks, ranks, ranks),
     )
     with pytest.raises(FileNotFoundError):
         load_checkpoint(tmp_path / "missing")
@@ -99,12 +108,16 @@ def test_load_or_train_trains_once_per_setting(tmp_path):
         shifted = jax.tree_util.tree_map(lambda leaf: leaf + 1.0, model)
         return shifted, {"note": "trained"}
 
-    first, meta_first, directory = load_or_train("tiny", config, {"steps": 1}, train, cache=tmp_path)
+    first, meta_first, directory = load_or_train(
+        "tiny", config, {"steps": 1}, train, cache=tmp_path
+    )
     second, meta_second, again = load_or_train("tiny", config, {"steps": 1}, train, cache=tmp_path)
     assert len(calls) == 1 and directory == again and directory.parent == tmp_path
     assert not meta_first["loaded_from_cache"] and meta_second["loaded_from_cache"]
     assert meta_second["note"] == "trained" and meta_second["settings"] == {"steps": 1}
-    for a, b in zip(jax.tree_util.tree_leaves(first), jax.tree_util.tree_leaves(second), strict=True):
+    for a, b in zip(
+        jax.tree_util.tree_leaves(first), jax.tree_util.tree_leaves(second), strict=True
+    ):
         np.testing.assert_array_equal(a, b)
     _, _, other = load_or_train("tiny", config, {"steps": 2}, train, cache=tmp_path)
     assert len(calls) == 2 and other != directory

@@ -36,7 +36,11 @@ def fresh_transformer(
 ) -> TransformerOracle:
     """An untrained transformer (random weights: conditionals far from uniform, order-aware)."""
     return TransformerOracle(
-        n, q, model_size=model_size, num_layers=num_layers, num_heads=2,
+        n,
+        q,
+        model_size=model_size,
+        num_layers=num_layers,
+        num_heads=2,
         key=jax.random.PRNGKey(seed),
     )
 
