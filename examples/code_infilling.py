@@ -205,8 +205,8 @@ def shown(codes: np.ndarray, observed_mask: np.ndarray, hide: bool = False) -> s
 def plot(results: dict, windows, observed_mask, metadata, args, path: str) -> None:
     """Bars of rounds, forward passes and seconds per draw; the first window, masked and
     infilled by each method."""
-    fig = plt.figure(figsize=(15, 7.5))
-    grid = fig.add_gridspec(2, 3, height_ratios=[1, 2.2])
+    fig = plt.figure(figsize=(15, 5.5))
+    grid = fig.add_gridspec(2, 3, height_ratios=[1, 1.1])
     labels = list(results)
     for column, (field, title) in enumerate(
         [
