@@ -12,6 +12,11 @@ MODULE_NAMES = [
     "numpyro_autospec.learned.network",
     "numpyro_autospec.learned.oracle",
     "numpyro_autospec.learned.training",
+    "numpyro_autospec.learned.attention",
+    "numpyro_autospec.learned.transformer",
+    "numpyro_autospec.learned.transformer_training",
+    "numpyro_autospec.learned.text",
+    "numpyro_autospec.learned.order_law",
 ]
 
 
