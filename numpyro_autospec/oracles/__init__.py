@@ -17,6 +17,7 @@ from numpyro_autospec.oracles.base import (
     as_oracle,
     marginal_conditionals,
 )
+from numpyro_autospec.oracles.consistency import check_block_form, check_block_form_signature
 from numpyro_autospec.oracles.curie_weiss import CurieWeissOracle, curie_weiss_log_marginals
 from numpyro_autospec.oracles.hopfield import HopfieldOracle, hopfield_log_marginals
 from numpyro_autospec.oracles.ising_chain import IsingChainOracle, ising_chain_log_marginals
@@ -55,6 +56,8 @@ __all__ = [
     "OracleError",
     "PerturbedOracle",
     "TableOracle",
+    "check_block_form",
+    "check_block_form_signature",
     "check_oracle_signature",
     "check_order_and_observed",
     "check_permutation",

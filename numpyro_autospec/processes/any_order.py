@@ -34,6 +34,7 @@ import numpy as np
 from jax import Array
 
 from numpyro_autospec.oracles.base import as_oracle
+from numpyro_autospec.oracles.consistency import check_block_form_signature
 from numpyro_autospec.oracles.validation import (
     check_permutation,
     check_values_in_support,
@@ -112,6 +113,8 @@ class AnyOrderProcess:
         self.oracle_name = getattr(log_marginals, "__qualname__", type(log_marginals).__name__)
         #: declared fast path: ``score_block`` is one oracle evaluation
         self.scores_blocks = bool(self.oracle.scores_blocks)
+        if self.oracle.scores_blocks or self.oracle.depends_on_order:
+            check_block_form_signature(self.oracle, name=f"site {name!r}: {self.oracle_name}")
         self.num_positions = n
         self.num_categories = q
         self.name = name
@@ -265,7 +268,8 @@ class AnyOrderProcess:
     def describe_defect(self, code: int, row: int, step: int) -> str:
         """Host side: the sentence for a defect found by :meth:`answer_defect` (``row`` is the
         site)."""
-        form = "log_conditionals" if self.oracle.depends_on_order else "log_marginals"
+        block = self.oracle.depends_on_order or self.oracle.scores_blocks
+        form = "log_conditionals" if block else "log_marginals"
         message = describe_defect(code, row, name=self.oracle_name)
         message = message.replace("log_marginals", form)
         return f"site {self.name!r}: {message} (query at step {step})"

@@ -1,0 +1,220 @@
+"""The block form of the oracle protocol in the engine (docs/algorithm.md, section 2a).
+
+Oracles that declare ``scores_blocks`` are scored with one ``log_conditionals`` call per block;
+order-dependent oracles (``depends_on_order``) are queried through ``log_conditionals`` only.
+Exactness by chi-square over all :math:`3^4 = 81` cells with 30 000 draws (detects an absolute
+error of 0.01 in a cell of probability 0.05, ``tests/gof.py`` ``power_draws``), fixed seeds,
+pass when p > 1e-4; the same draws are rejected against a wrong law.  Draws and rounds equal
+the reference sampler's, key for key, on both paths.
+"""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from numpyro_autospec import reference
+from numpyro_autospec.config import SamplerConfig
+from numpyro_autospec.engine import run
+from numpyro_autospec.oracles import (
+    AnyOrderOracle,
+    CurieWeissOracle,
+    OracleError,
+    PerturbedOracle,
+    TableOracle,
+    check_block_form,
+    marginal_conditionals,
+)
+from numpyro_autospec.processes import AnyOrderProcess
+from tests.gof import assert_gof, chisquare_gof, encode_configurations
+
+N, Q = 4, 3
+NUM_DRAWS = 30_000
+CONFIGS = {
+    "autospec": SamplerConfig(),
+    "paper": SamplerConfig(root_windows=False),
+    "assd": SamplerConfig(method="assd", block_size=3),
+}
+
+
+def random_table(seed: int) -> TableOracle:
+    rng = np.random.default_rng(seed)
+    return TableOracle(np.log(rng.dirichlet(np.full(Q**N, 0.6))).reshape((Q,) * N))
+
+
+class BlockTable(TableOracle):
+    """A table whose block form (derived from ``log_marginals``) is declared one evaluation:
+    the engine's block-scoring path with exact answers."""
+
+    scores_blocks = True
+
+
+class BlockPerturbed(PerturbedOracle):
+    """An inconsistent oracle on the block-scoring path."""
+
+    scores_blocks = True
+
+
+class LastSiteTilted(AnyOrderOracle):
+    """An order-dependent oracle: the table's conditional tilted towards the value of the site
+    pinned last (the site of rank ``prefix_length - 1``).  It has no set form."""
+
+    scores_blocks = True
+    depends_on_order = True
+
+    def __init__(self, table: TableOracle, tilt: float) -> None:
+        self.table, self.tilt = table, tilt
+        self.num_positions, self.num_categories = table.num_positions, table.num_categories
+
+    def log_conditionals(self, x, ranks, sites, prefix_lengths):
+        rows = marginal_conditionals(self.table.log_marginals, x, ranks, sites, prefix_lengths)
+        last = jnp.argmax(ranks[None, :] == prefix_lengths[:, None] - 1, axis=1)
+        bonus = jnp.where(prefix_lengths[:, None] > 0, jax.nn.one_hot(x[last], Q), 0.0)
+        return jax.nn.log_softmax(rows + self.tilt * bonus, axis=-1)
+
+
+def random_order_law(oracle, observed=None, mask=None) -> np.ndarray:
+    """Law of sequential sampling along a uniformly random order of the free sites (observed
+    sites pinned first, in index order), by enumeration."""
+    mask = np.zeros(N, bool) if mask is None else mask
+    configs = np.array(list(itertools.product(range(Q), repeat=N)), np.int32)
+    conditionals = jax.jit(jax.vmap(oracle.log_conditionals, (0, None, None, None)))
+    free = [i for i in range(N) if not mask[i]]
+    observed_sites = [i for i in range(N) if mask[i]]
+    total = np.zeros(len(configs))
+    orders = list(itertools.permutations(free))
+    for free_order in orders:
+        order = np.array(observed_sites + list(free_order), np.int32)
+        ranks = np.argsort(order).astype(np.int32)
+        start = len(observed_sites)
+        sites = order[start:]
+        rows = np.asarray(
+            conditionals(configs, ranks, sites, np.arange(start, N, dtype=np.int32)), np.float64
+        )
+        log_p = rows[:, np.arange(len(sites)), configs[:, sites]].sum(axis=1)
+        total += np.exp(log_p) / len(orders)
+    if observed is not None:
+        total *= np.all((configs == observed) | ~mask, axis=1)
+    return total / total.sum()
+
+
+def engine_values(process, seed, config=None):
+    keys = jax.random.split(jax.random.PRNGKey(seed), NUM_DRAWS)
+    draws = jax.jit(lambda k: run(process, k, config))
+    return np.concatenate([np.asarray(draws(chunk).value) for chunk in np.split(keys, 3)])
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_block_scoring_draws_equal_the_reference(name):
+    process = AnyOrderProcess(BlockTable(random_table(0).log_probs), N, Q)
+    key = jax.random.PRNGKey(3)
+    samples = jax.jit(lambda k: run(process, k, CONFIGS[name]))(jax.random.split(key, 40))
+    values, rounds, queries = reference.sample_many(process, key, 40, CONFIGS[name])
+    np.testing.assert_array_equal(np.asarray(samples.value), values)
+    np.testing.assert_array_equal(np.asarray(samples.rounds), rounds)
+    assert np.all(np.asarray(samples.queries) <= queries)
+
+
+def test_block_scoring_needs_fewer_evaluations_than_single_steps():
+    """Curie-Weiss scores blocks; the same model as a plain function does not."""
+    n = 256
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    oracle = CurieWeissOracle(n, beta=1.0)
+    block = run(AnyOrderProcess(oracle, n, 2), keys)
+    single = run(AnyOrderProcess(lambda x, mask: oracle(x, mask), n, 2), keys)
+    np.testing.assert_array_equal(np.asarray(block.value), np.asarray(single.value))
+    assert np.all(np.asarray(block.queries) <= n)  # at most one evaluation per site
+    assert np.asarray(block.queries).mean() < np.asarray(single.queries).mean() / 4
+    assert np.all(np.asarray(block.conditionals) >= n)
+
+
+@pytest.mark.slow
+def test_block_scoring_is_exact_on_a_table():
+    oracle = BlockTable(random_table(1).log_probs)
+    values = engine_values(AnyOrderProcess(oracle, N, Q), 4)
+    assert_gof(encode_configurations(values, Q), np.exp(oracle.log_probs).ravel())
+
+
+@pytest.mark.slow
+def test_block_scoring_is_exact_for_an_inconsistent_oracle_with_infilling():
+    order = np.array([3, 1, 0, 2])
+    mask = np.array([False, True, False, False])
+    observed = np.array([0, 2, 0, 0])
+    oracle = BlockPerturbed(random_table(2), 0.5, jax.random.PRNGKey(5))
+    process = AnyOrderProcess(
+        oracle, N, Q, observed_values=observed, observed_mask=mask, order=order
+    )
+    values = engine_values(process, 5, CONFIGS["paper"])
+    assert (values[:, 1] == 2).all()
+    expected = np.exp(oracle.sequential_log_probs(order, observed, mask)).ravel()
+    assert_gof(encode_configurations(values, Q), expected)
+
+
+@pytest.fixture(scope="module")
+def order_dependent_draws():
+    oracle = LastSiteTilted(random_table(3), tilt=1.5)
+    observed = np.array([0, 0, 2, 0], np.int32)
+    mask = np.array([False, False, True, False])
+    free = engine_values(AnyOrderProcess(oracle, N, Q), 6)
+    pinned = engine_values(
+        AnyOrderProcess(oracle, N, Q, observed_values=observed, observed_mask=mask), 7
+    )
+    return oracle, free, pinned, observed, mask
+
+
+@pytest.mark.slow
+def test_order_dependent_oracle_draws_the_random_order_sequential_law(order_dependent_draws):
+    oracle, free, pinned, observed, mask = order_dependent_draws
+    assert_gof(encode_configurations(free, Q), random_order_law(oracle), label="free")
+    assert (pinned[:, 2] == 2).all()
+    expected = random_order_law(oracle, observed, mask)
+    assert_gof(encode_configurations(pinned, Q), expected, label="observed")
+
+
+@pytest.mark.slow
+def test_wrong_laws_are_rejected(order_dependent_draws):
+    """The same draws against the law of the untilted table (what a sampler that ignored the
+    order would draw) and against the law of the fixed order 0, 1, 2, 3."""
+    oracle, free, _, _, _ = order_dependent_draws
+    untilted = np.exp(oracle.table.log_probs).ravel()
+    assert chisquare_gof(encode_configurations(free, Q), untilted).p_value <= 1e-4
+    fixed = LastSiteTilted(oracle.table, 1.5)
+    configs = np.array(list(itertools.product(range(Q), repeat=N)), np.int32)
+    rows = np.asarray(
+        jax.vmap(fixed.log_conditionals, (0, None, None, None))(
+            configs, np.arange(N), np.arange(N), np.arange(N)
+        )
+    )
+    law = np.exp(rows[:, np.arange(N), configs].sum(axis=1))
+    assert chisquare_gof(encode_configurations(free, Q), law / law.sum()).p_value <= 1e-4
+
+
+def test_disagreeing_block_form_is_caught():
+    class Shifted(CurieWeissOracle):
+        def log_conditionals(self, x, ranks, sites, prefix_lengths):
+            return super().log_conditionals(x, ranks, sites, prefix_lengths + 1)
+
+    check_block_form(CurieWeissOracle(16, beta=1.0, h=0.2))
+    check_block_form(BlockTable(random_table(4).log_probs))
+    with pytest.raises(OracleError, match="log_conditionals disagrees with log_marginals"):
+        check_block_form(Shifted(16, beta=1.0, h=0.2))
+
+
+def test_bad_block_shapes_and_nan_rows_name_the_site():
+    class WrongShape(BlockTable):
+        def log_conditionals(self, x, ranks, sites, prefix_lengths):
+            return super().log_conditionals(x, ranks, sites, prefix_lengths)[:, :2]
+
+    class NanRow(BlockTable):
+        def log_conditionals(self, x, ranks, sites, prefix_lengths):
+            rows = super().log_conditionals(x, ranks, sites, prefix_lengths)
+            return jnp.where((sites == 2)[:, None] & (prefix_lengths >= 1)[:, None], jnp.nan, rows)
+
+    table = random_table(5).log_probs
+    with pytest.raises(OracleError, match=r"site 'spins'.*shape \(L, 3\)"):
+        AnyOrderProcess(WrongShape(table), N, Q, name="spins")
+    process = AnyOrderProcess(NanRow(table), N, Q, name="spins")
+    with pytest.raises(Exception, match=r"site 'spins': .*row 2 of log_conditionals contains NaN"):
+        jax.block_until_ready(run(process, jax.random.split(jax.random.PRNGKey(0), 8)))
