@@ -57,8 +57,9 @@ def real_parameter(
     shape: tuple[int, ...] | None = None,
     minimum: float | None = None,
     error: type[OracleError] = OracleError,
+    dtype: type = np.float64,
 ) -> np.ndarray | Array:
-    """A real parameter: float64 numpy when concrete (after the host checks), else the tracer.
+    """A real parameter: ``dtype`` numpy when concrete (after the host checks), else the tracer.
 
     :param value: the parameter (python number, numpy or JAX array, or a tracer).
     :param name: the parameter's name, quoted in messages.
@@ -66,6 +67,7 @@ def real_parameter(
     :param shape: the required shape, checked for tracers too (shapes are static).
     :param minimum: if given, concrete entries must be at least this.
     :param error: the exception type.
+    :param dtype: the numpy dtype of a concrete value (float64: exact host-side laws).
     :raises OracleError: (``error``) for a wrong shape or a non-real dtype, and for a concrete
         value with a non-finite entry or an entry below ``minimum``, naming the first one.
 
@@ -88,7 +90,7 @@ fields[1] = nan
         raise error(f"{owner}: {name} must have shape {tuple(shape)}, got {jnp.shape(value)}")
     if is_traced(value):
         return value if jnp.issubdtype(dtype, jnp.floating) else value.astype(jnp.float32)
-    value = value.astype(np.float64)
+    value = value.astype(dtype)
     bad = ~np.isfinite(value)
     if np.any(bad):
         raise error(f"{owner}: {name} must be finite, got {_first_entry(bad, value, name)}")

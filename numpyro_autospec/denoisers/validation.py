@@ -168,7 +168,7 @@ increasing: times[2] = 1.0 <= times[1] = 1.0
     dtype = jnp.result_type(times) if traced else np.asarray(times).dtype
     if np.dtype(dtype).kind not in "iuf":
         raise DenoiserError(f"{prefix}{name} must be a real (float) array, got dtype {dtype}")
-    shape = jnp.shape(times)
+    shape = jnp.shape(times) if traced else np.shape(times)
     if len(shape) != 1:
         raise DenoiserError(f"{prefix}{name} must be one-dimensional, got shape {shape}")
     if shape[0] < 2:

@@ -253,9 +253,7 @@ class AnyOrderAR(OracleDistribution):
                     f"{jnp.result_type(observed)}"
                 )
             if not isinstance(observed, jax.core.Tracer):
-                check_values_in_support(
-                    np.where(mask, np.asarray(observed), 0), q, name="observed"
-                )
+                check_values_in_support(np.where(mask, np.asarray(observed), 0), q, name="observed")
             mask_key = tuple(bool(b) for b in mask)
         if order is not None:
             check_permutation(order, n, name="order")

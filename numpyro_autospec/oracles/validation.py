@@ -60,6 +60,7 @@ __all__ = [
     "validate_oracle",
 ]
 
+
 class OracleDefect(NamedTuple):
     """The first defect of one answer: int32 ``code`` (``DEFECT_*``) and ``row`` (0 if ok)."""
 
