@@ -80,16 +80,16 @@ def real_parameter(
 fields[1] = nan
     """
     if is_traced(value):
-        dtype = jnp.result_type(value)
+        given = jnp.result_type(value)
     else:
         value = np.asarray(value)
-        dtype = value.dtype
-    if not (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)):
-        raise error(f"{owner}: {name} must be real, got dtype {dtype}")
+        given = value.dtype
+    if not (jnp.issubdtype(given, jnp.floating) or jnp.issubdtype(given, jnp.integer)):
+        raise error(f"{owner}: {name} must be real, got dtype {given}")
     if shape is not None and tuple(jnp.shape(value)) != tuple(shape):
         raise error(f"{owner}: {name} must have shape {tuple(shape)}, got {jnp.shape(value)}")
     if is_traced(value):
-        return value if jnp.issubdtype(dtype, jnp.floating) else value.astype(jnp.float32)
+        return value if jnp.issubdtype(given, jnp.floating) else value.astype(jnp.float32)
     value = value.astype(dtype)
     bad = ~np.isfinite(value)
     if np.any(bad):

@@ -160,8 +160,7 @@ def check_time_grid(
     >>> check_time_grid([0.0, 1.0, 1.0], site="y")
     Traceback (most recent call last):
         ...
-    numpyro_autospec.denoisers.validation.DenoiserError: site 'y': times must be strictly \
-increasing: times[2] = 1.0 <= times[1] = 1.0
+    numpyro_autospec.denoisers.validation.DenoiserError: site 'y': times must be strictly ...
     """
     prefix = "" if site is None else f"site {site!r}: "
     traced = isinstance(times, jax.core.Tracer)

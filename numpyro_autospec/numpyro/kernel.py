@@ -27,8 +27,11 @@ number of draws, up to Monte Carlo noise.  The cost of each draw is collected in
 ``rounds`` (oracle calls one after another: the latency) and ``queries`` (oracle evaluations:
 the work), summed over the model's oracle sites.
 
-The layout follows NumPyro's ``infer/hmc.py``: a functional core (:func:`draw_model`,
-:func:`autospec_step` over :class:`AutospecState`) and a thin
+The layout follows NumPyro's ``infer/hmc.py``: a functional core, one concept per module
+(:mod:`~numpyro_autospec.numpyro.drawing`: one joint draw, :func:`draw_model`;
+:mod:`~numpyro_autospec.numpyro.steps`: :func:`autospec_step` and
+:func:`pooled_autospec_step` over :class:`AutospecState`;
+:mod:`~numpyro_autospec.numpyro.inspection`: :func:`inspect_model`), and this thin
 :class:`~numpyro.infer.mcmc.MCMCKernel` shell.
 """
 

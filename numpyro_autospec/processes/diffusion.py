@@ -336,9 +336,11 @@ class DiffusionProcess:
         return final_answer
 
     def __repr__(self) -> str:
+        traced = isinstance(self.times, jax.core.Tracer)
+        t_max = "traced" if traced else f"{float(self.times[-1]):g}"
         return (
             f"DiffusionProcess(name={self.name!r}, dim={self.dim}, num_steps={self.num_steps}, "
-            f"t_max={float(self.times[-1]):g})"
+            f"t_max={t_max})"
         )
 
 
