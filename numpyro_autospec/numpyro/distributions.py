@@ -29,7 +29,6 @@ from numpyro_autospec.oracles.base import AnyOrderOracle
 from numpyro_autospec.oracles.validation import (
     check_oracle_signature,
     check_permutation,
-    check_values_in_support,
     validate_oracle,
 )
 from numpyro_autospec.processes.any_order import AnyOrderProcess
@@ -252,8 +251,6 @@ class AnyOrderAR(OracleDistribution):
                     f"AnyOrderAR: observed must have an integer dtype, got "
                     f"{jnp.result_type(observed)}"
                 )
-            if not isinstance(observed, jax.core.Tracer):
-                check_values_in_support(np.where(mask, np.asarray(observed), 0), q, name="observed")
             mask_key = tuple(bool(b) for b in mask)
         if order is not None:
             check_permutation(order, n, name="order")

@@ -21,6 +21,7 @@ from numpyro_autospec.numpyro.drawing import (
     draw_model,
     draw_sites,
     run_with,
+    site_keys,
     strong,
 )
 
@@ -90,12 +91,12 @@ def pooled_autospec_step(
     rng_keys, draw_keys = split[:, 0], split[:, 1]
     num_chains = draw_keys.shape[0]
 
-    def site_keys(key):
+    def oracle_site_keys(key):
         placeholders = Placeholders()
         run_with(model, placeholders, key, model_args, model_kwargs)
         return {name: site[0] for name, site in placeholders.sites.items()}
 
-    keys_by_site = jax.vmap(site_keys)(draw_keys)
+    keys_by_site = jax.vmap(oracle_site_keys)(draw_keys)
     sites = Placeholders()  # the oracle sites' distributions (the same in every chain)
     run_with(model, sites, draw_keys[0], model_args, model_kwargs)
     values = {}

@@ -102,9 +102,22 @@ def test_pytree_round_trip():
     )
     leaves, treedef = jax.tree.flatten(d)
     again = jax.tree.unflatten(treedef, leaves)
-    assert again.oracle is d.oracle
+    # a built-in oracle is data: its table is among the leaves and comes back
+    assert any(leaf is d.oracle.log_probs for leaf in leaves)
+    assert isinstance(again.oracle, TableOracle)
+    np.testing.assert_array_equal(again.oracle.log_probs, d.oracle.log_probs)
     np.testing.assert_array_equal(again.observed_mask, d.observed_mask)
     np.testing.assert_array_equal(again.observed, d.observed)
+
+
+def test_pytree_round_trip_keeps_a_plain_function_oracle_static():
+    def uniform(x, mask):
+        return jnp.full((N, Q), -jnp.log(Q))
+
+    d = AnyOrderAR(uniform, N, Q)
+    leaves, treedef = jax.tree.flatten(d)
+    assert all(leaf is not uniform for leaf in leaves)
+    assert jax.tree.unflatten(treedef, leaves).oracle is uniform
 
 
 # ---------------------------------------------------------------------------------- log_prob
