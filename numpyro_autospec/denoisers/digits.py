@@ -1,7 +1,8 @@
 r"""The scikit-learn 8x8 handwritten digits as an exact point-cloud denoiser.
 
 The target :math:`Y` is uniform over the 1797 images of :func:`sklearn.datasets.load_digits`
-(bundled with scikit-learn, no download), each flattened to :math:`d = 64` pixels. Its exact
+(bundled with scikit-learn, no download; install it with the ``digits`` extra,
+``pip install 'numpyro-autospec[digits]'``), each flattened to :math:`d = 64` pixels. Its exact
 denoiser :math:`\mathbb{E}[Y \mid tY + W_t = y]` is that of
 :class:`~numpyro_autospec.denoisers.PointCloudDenoiser`, which makes the digits a
 high-dimensional, multimodal test target of the diffusion sampler of [1] whose law is known
@@ -17,9 +18,11 @@ exactly: a sample can be mapped back to its image with
 
 import functools
 
+import jax.numpy as jnp
 import numpy as np
 
 from numpyro_autospec.denoisers.point_cloud import PointCloudDenoiser
+from numpyro_autospec.parameters import is_traced
 
 __all__ = ["DIGITS_MAX_PIXEL_VALUE", "digits_point_cloud"]
 
@@ -33,8 +36,8 @@ def _load_digits() -> tuple[np.ndarray, np.ndarray]:
         from sklearn.datasets import load_digits
     except ImportError as error:
         raise ImportError(
-            "digits_point_cloud needs scikit-learn (it ships the digits data set); install it "
-            "with `pip install scikit-learn` or `pip install numpyro-autospec[examples]`"
+            "digits_point_cloud needs scikit-learn, which ships the digits data set: "
+            "pip install 'numpyro-autospec[digits]' (or pip install scikit-learn)"
         ) from error
     dataset = load_digits()
     images = np.asarray(dataset.data, dtype=np.float64)
@@ -47,11 +50,12 @@ def _load_digits() -> tuple[np.ndarray, np.ndarray]:
 def digits_point_cloud(scale: bool = True) -> PointCloudDenoiser:
     r"""Exact denoiser of :math:`Y` uniform over the 1797 scikit-learn 8x8 digit images.
 
-    :param scale: divide the pixel values (integers 0..16) by 16, to :math:`[0, 1]`.
+    :param scale: divide the pixel values (integers 0..16) by 16, to :math:`[0, 1]` (a bool,
+        may be traced).
     :return: a :class:`~numpyro_autospec.denoisers.PointCloudDenoiser` with ``dim = 64``,
         ``points`` of shape ``(1797, 64)`` (row-major flattened images) and ``labels``, the
         int32 digit class 0..9 of each point.
-    :raises ImportError: if scikit-learn is not installed.
+    :raises ImportError: if scikit-learn (the ``digits`` extra) is not installed.
 
     **Example**
 
@@ -62,6 +66,8 @@ def digits_point_cloud(scale: bool = True) -> PointCloudDenoiser:
     1.0
     """
     images, labels = _load_digits()
-    if scale:
+    if is_traced(scale):
+        images = jnp.where(scale, images / DIGITS_MAX_PIXEL_VALUE, images)
+    elif scale:
         images = images / DIGITS_MAX_PIXEL_VALUE
     return PointCloudDenoiser(images, labels=labels)

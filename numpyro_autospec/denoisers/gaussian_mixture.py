@@ -56,6 +56,8 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from numpyro_autospec.denoisers.validation import DenoiserError
+
 __all__ = ["GaussianMixtureDenoiser"]
 
 _HIGHEST = jax.lax.Precision.HIGHEST
@@ -128,16 +130,21 @@ class GaussianMixtureDenoiser:
         means = jnp.asarray(means, dtype=jnp.float32)
         covariances = jnp.asarray(covariances, dtype=jnp.float32)
         if weights.ndim != 1 or weights.shape[0] < 1:
-            raise ValueError(f"weights must have shape (K,) with K >= 1, got {weights.shape}")
+            raise DenoiserError(
+                f"GaussianMixtureDenoiser: weights must have shape (K,) with K >= 1, got "
+                f"{weights.shape}"
+            )
         num_components = weights.shape[0]
         if means.ndim != 2 or means.shape[0] != num_components or means.shape[1] < 1:
-            raise ValueError(
-                f"means must have shape ({num_components}, dim) to match weights, got {means.shape}"
+            raise DenoiserError(
+                f"GaussianMixtureDenoiser: means must have shape ({num_components}, dim) to match "
+                f"weights, got {means.shape}"
             )
         dim = means.shape[1]
         if covariances.shape != (num_components, dim, dim):
-            raise ValueError(
-                f"covariances must have shape ({num_components}, {dim}, {dim}), "
+            raise DenoiserError(
+                f"GaussianMixtureDenoiser: covariances must have shape ({num_components}, {dim}, "
+                f"{dim}), "
                 f"got {covariances.shape}"
             )
         concrete = all(_is_concrete(value) for value in (weights, means, covariances))
@@ -171,12 +178,15 @@ class GaussianMixtureDenoiser:
         """
         means = jnp.asarray(means, dtype=jnp.float32)
         if means.ndim != 2:
-            raise ValueError(f"means must have shape (K, dim), got {means.shape}")
+            raise DenoiserError(
+                f"GaussianMixtureDenoiser: means must have shape (K, dim), got {means.shape}"
+            )
         num_components, dim = means.shape
         scale = jnp.asarray(scale, dtype=jnp.float32)
         if scale.shape not in ((), (num_components,)):
-            raise ValueError(
-                f"scale must be a scalar or have shape ({num_components},), got {scale.shape}"
+            raise DenoiserError(
+                f"GaussianMixtureDenoiser: scale must be a scalar or have shape "
+                f"({num_components},), got {scale.shape}"
             )
         variances = jnp.broadcast_to(scale**2, (num_components,))
         covariances = variances[:, None, None] * jnp.eye(dim, dtype=jnp.float32)[None, :, :]
@@ -200,15 +210,19 @@ class GaussianMixtureDenoiser:
     def _check_state(self, y: ArrayLike) -> Array:
         y = jnp.asarray(y, dtype=jnp.float32)
         if y.shape != (self.dim,):
-            raise ValueError(
-                f"y must have shape ({self.dim},), got {y.shape}; use jax.vmap for batches"
+            raise DenoiserError(
+                f"GaussianMixtureDenoiser: y must have shape ({self.dim},), got {y.shape}; use "
+                f"jax.vmap for batches"
             )
         return y
 
     def _check_time(self, t: ArrayLike) -> Array:
         t = jnp.asarray(t, dtype=jnp.float32)
         if t.shape != ():
-            raise ValueError(f"t must be a scalar, got shape {t.shape}; use jax.vmap for batches")
+            raise DenoiserError(
+                f"GaussianMixtureDenoiser: t must be a scalar, got shape {t.shape}; use jax.vmap "
+                f"for batches"
+            )
         return t
 
     def _posterior(self, t: ArrayLike, y: ArrayLike) -> tuple[Array, Array]:
@@ -329,22 +343,32 @@ class GaussianMixtureDenoiser:
         return f"GaussianMixtureDenoiser(num_components={self.num_components}, dim={self.dim})"
 
 
+def _first_bad(mask: np.ndarray) -> str:
+    """``"[i, j]"``, the index of the first entry where ``mask`` holds."""
+    return str([int(i) for i in np.argwhere(mask)[0]])
+
+
 def _check_parameters(weights: np.ndarray, means: np.ndarray, covariances: np.ndarray) -> None:
-    if not np.all(np.isfinite(weights)) or np.any(weights < 0) or not weights.sum() > 0:
-        raise ValueError(
-            f"weights must be finite, non-negative and have a positive sum, got {weights}"
+    owner = "GaussianMixtureDenoiser"
+    for name, values in (("weights", weights), ("means", means), ("covariances", covariances)):
+        if not np.all(np.isfinite(values)):
+            index = _first_bad(~np.isfinite(values))
+            raise DenoiserError(f"{owner}: {name} must be finite, got {name}{index} = nan or inf")
+    if np.any(weights < 0):
+        index = int(np.flatnonzero(weights < 0)[0])
+        raise DenoiserError(
+            f"{owner}: weights must be non-negative, got weights[{index}] = {weights[index]}"
         )
-    if not np.all(np.isfinite(means)):
-        raise ValueError("means must be finite")
-    if not np.all(np.isfinite(covariances)):
-        raise ValueError("covariances must be finite")
+    if not weights.sum() > 0:
+        raise DenoiserError(f"{owner}: weights must have a positive sum, got {weights.sum()}")
     asymmetry = np.max(np.abs(covariances - np.swapaxes(covariances, -1, -2)), axis=(-2, -1))
     magnitude = np.max(np.abs(covariances), axis=(-2, -1))
     asymmetric = np.flatnonzero(asymmetry > _SYMMETRY_TOLERANCE * np.maximum(magnitude, 1e-30))
     if asymmetric.size > 0:
         index = int(asymmetric[0])
-        raise ValueError(
-            f"covariances[{index}] is not symmetric (max |S - S^T| = {asymmetry[index]:.3g})"
+        raise DenoiserError(
+            f"{owner}: covariances[{index}] is not symmetric "
+            f"(max |S - S^T| = {asymmetry[index]:.3g})"
         )
 
 
@@ -354,7 +378,7 @@ def _check_eigenvalues(eigenvalues: np.ndarray) -> None:
     indefinite = np.flatnonzero(smallest < -_EIGENVALUE_TOLERANCE * largest)
     if indefinite.size > 0:
         index = int(indefinite[0])
-        raise ValueError(
-            f"covariances[{index}] is not positive semi-definite "
+        raise DenoiserError(
+            f"GaussianMixtureDenoiser: covariances[{index}] is not positive semi-definite "
             f"(smallest eigenvalue {smallest[index]:.3g})"
         )

@@ -39,6 +39,8 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from numpyro_autospec.denoisers.validation import DenoiserError
+
 __all__ = ["PointCloudDenoiser"]
 
 _HIGHEST = jax.lax.Precision.HIGHEST
@@ -91,16 +93,19 @@ class PointCloudDenoiser:
     def __init__(self, points: ArrayLike, labels: ArrayLike | None = None):
         points = jnp.asarray(points, dtype=jnp.float32)
         if points.ndim != 2 or points.shape[0] < 1 or points.shape[1] < 1:
-            raise ValueError(
-                f"points must have shape (num_points, dim) with both positive, got {points.shape}"
+            raise DenoiserError(
+                f"PointCloudDenoiser: points must have shape (num_points, dim) with both "
+                f"positive, got {points.shape}"
             )
         if _is_concrete(points) and not np.all(np.isfinite(np.asarray(points))):
-            raise ValueError("points must be finite")
+            index = [int(i) for i in np.argwhere(~np.isfinite(np.asarray(points)))[0]]
+            raise DenoiserError(f"PointCloudDenoiser: points must be finite, got points{index}")
         if labels is not None:
             labels = jnp.asarray(labels)
             if labels.shape != points.shape[:1]:
-                raise ValueError(
-                    f"labels must have shape ({points.shape[0]},) to match points, "
+                raise DenoiserError(
+                    f"PointCloudDenoiser: labels must have shape ({points.shape[0]},) to match "
+                    f"points, "
                     f"got {labels.shape}"
                 )
         self.points = points
@@ -125,15 +130,19 @@ class PointCloudDenoiser:
     def _check_state(self, y: ArrayLike) -> Array:
         y = jnp.asarray(y, dtype=jnp.float32)
         if y.shape != (self.dim,):
-            raise ValueError(
-                f"y must have shape ({self.dim},), got {y.shape}; use jax.vmap for batches"
+            raise DenoiserError(
+                f"PointCloudDenoiser: y must have shape ({self.dim},), got {y.shape}; use "
+                f"jax.vmap for batches"
             )
         return y
 
     def _check_time(self, t: ArrayLike) -> Array:
         t = jnp.asarray(t, dtype=jnp.float32)
         if t.shape != ():
-            raise ValueError(f"t must be a scalar, got shape {t.shape}; use jax.vmap for batches")
+            raise DenoiserError(
+                f"PointCloudDenoiser: t must be a scalar, got shape {t.shape}; use jax.vmap for "
+                f"batches"
+            )
         return t
 
     @jax.jit

@@ -6,9 +6,11 @@ Three layers, from cheapest to most thorough:
   computation) and checks that it maps a float32 scalar ``t`` and a float32 ``(dim,)`` vector
   ``y`` to a float32 ``(dim,)`` vector.
 - :func:`denoiser_defect` is a pure :mod:`jax.numpy` function that can run inside a compiled
-  sampler: it turns one denoiser evaluation into an int32 code (:data:`DEFECT_NONE`,
-  :data:`DEFECT_NAN`, :data:`DEFECT_INFINITE`, :data:`DEFECT_TIME`). The host then calls
-  :func:`raise_if_defect` on the code to raise a readable :class:`DenoiserError`.
+  sampler: it turns one denoiser evaluation into an int32 code (:data:`DEFECT_OK`,
+  :data:`DEFECT_NAN`, :data:`DEFECT_INFINITE`, :data:`DEFECT_TIME`: the codes of
+  :mod:`numpyro_autospec.defects`, shared with the any-order oracles). The host then calls
+  :func:`~numpyro_autospec.defects.raise_if_defect` on the code (``error=DenoiserError``) to
+  raise a readable :class:`DenoiserError`.
 - :func:`validate_denoiser` runs both eagerly at probe points and, when given, checks the time
   grid :math:`0 = t_0 < t_1 < \dots < t_N` with :func:`check_time_grid`.
 """
@@ -21,10 +23,22 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from numpyro_autospec.defects import (
+    DEFECT_INFINITE,
+    DEFECT_NAN,
+    DEFECT_NONE,
+    DEFECT_OK,
+    DEFECT_TIME,
+    OracleError,
+    first_line,
+    raise_if_defect,
+)
+
 __all__ = [
     "DEFECT_INFINITE",
     "DEFECT_NAN",
     "DEFECT_NONE",
+    "DEFECT_OK",
     "DEFECT_TIME",
     "DenoiserError",
     "check_denoiser_signature",
@@ -34,21 +48,14 @@ __all__ = [
     "validate_denoiser",
 ]
 
-DEFECT_NONE = 0
-"""Code of a denoiser evaluation without defect."""
-DEFECT_NAN = 1
-"""Code of a denoiser output containing NaN."""
-DEFECT_INFINITE = 2
-"""Code of a denoiser output containing +inf or -inf (and no NaN)."""
-DEFECT_TIME = 3
-"""Code of a denoiser called at a negative or non-finite time ``t``."""
-
 _DEFAULT_PROBE_TIMES = (0.0, 1e-3, 1e-1, 1.0, 10.0, 1e3)
 _MAX_PROBE_TIMES = 16
 
 
-class DenoiserError(ValueError):
-    """A denoiser or a time grid violates the contract of :class:`~.base.Denoiser`."""
+class DenoiserError(OracleError):
+    """A denoiser, one of its parameters or a time grid violates the contract of
+    :class:`~.base.Denoiser` (an :class:`~numpyro_autospec.defects.OracleError`: the denoiser
+    is the oracle of the diffusion process)."""
 
 
 def check_denoiser_signature(
@@ -79,7 +86,7 @@ def check_denoiser_signature(
     except Exception as error:
         raise DenoiserError(
             f"{name} could not be traced with t: float32[] and y: float32[{dim}]: "
-            f"{type(error).__name__}: {error}"
+            f"{type(error).__name__}: {first_line(error)}"
         ) from error
     if not isinstance(output, jax.ShapeDtypeStruct):
         raise DenoiserError(
@@ -98,7 +105,7 @@ def denoiser_defect(output: ArrayLike, t: ArrayLike) -> Array:
 
     The code is :data:`DEFECT_TIME` if ``t`` is negative or not finite (checked first: such a
     time usually also causes the other defects), else :data:`DEFECT_NAN` if ``output`` contains
-    a NaN, else :data:`DEFECT_INFINITE` if it contains an infinity, else :data:`DEFECT_NONE`.
+    a NaN, else :data:`DEFECT_INFINITE` if it contains an infinity, else :data:`DEFECT_OK`.
     All elements are reduced to one scalar code; use :func:`jax.vmap` for one code per batch
     member.
 
@@ -122,98 +129,67 @@ def denoiser_defect(output: ArrayLike, t: ArrayLike) -> Array:
     code = jnp.where(
         time_defect,
         DEFECT_TIME,
-        jnp.where(nan_defect, DEFECT_NAN, jnp.where(infinite_defect, DEFECT_INFINITE, DEFECT_NONE)),
+        jnp.where(nan_defect, DEFECT_NAN, jnp.where(infinite_defect, DEFECT_INFINITE, DEFECT_OK)),
     )
     return code.astype(jnp.int32)
 
 
-def _defect_message(code: int, name: str, t: object) -> str:
-    at_time = "" if t is None else f" at t={t}"
-    if code == DEFECT_NAN:
-        return f"{name} returned NaN{at_time}"
-    if code == DEFECT_INFINITE:
-        return f"{name} returned an infinite value{at_time}"
-    if code == DEFECT_TIME:
-        time_text = "" if t is None else f" with t={t}"
-        return f"{name} was called{time_text}: t must be finite and non-negative"
-    raise ValueError(f"unknown denoiser defect code {code}")
+def check_time_grid(
+    times: ArrayLike, *, name: str = "times", site: str | None = None
+) -> np.ndarray | Array:
+    r"""Check a time grid :math:`0 = t_0 < t_1 < \dots < t_N` and return it as float32.
 
-
-def raise_if_defect(code: ArrayLike, *, name: str = "denoiser", t: ArrayLike | None = None) -> None:
-    """Host side: raise :class:`DenoiserError` if ``code`` (from :func:`denoiser_defect`) is set.
-
-    Blocks on ``code``. A batch of codes is accepted; the first non-zero one is reported, with
-    its batch index, and with the matching entry of ``t`` when ``t`` has the same shape.
-
-    :param code: int32 code or array of codes.
-    :param name: how the message refers to the denoiser.
-    :param t: the time (or times) of the evaluation, quoted in the message.
-    :raises DenoiserError: if any code is not :data:`DEFECT_NONE`.
-    :raises ValueError: if a code is not one of the defined constants.
-    """
-    codes = np.asarray(code)
-    defective = np.flatnonzero(codes.reshape(-1) != DEFECT_NONE)
-    if defective.size == 0:
-        return
-    flat_index = int(defective[0])
-    first_code = int(codes.reshape(-1)[flat_index])
-    time_value = None
-    if t is not None:
-        times = np.asarray(t)
-        if times.ndim == 0:
-            time_value = times.item()
-        elif times.shape == codes.shape:
-            time_value = times.reshape(-1)[flat_index].item()
-    message = _defect_message(first_code, name, time_value)
-    if codes.ndim > 0:
-        batch_index = np.unravel_index(flat_index, codes.shape)
-        index_text = batch_index[0] if len(batch_index) == 1 else batch_index
-        message += f" (batch index {index_text})"
-    raise DenoiserError(message)
-
-
-def check_time_grid(times: ArrayLike, *, name: str = "times") -> np.ndarray:
-    r"""Check a time grid :math:`0 = t_0 < t_1 < \dots < t_N` and return it as float32 numpy.
-
-    The grid must be concrete (not a JAX tracer), one-dimensional with at least two entries,
-    of a real (integer or floating) dtype, finite, start at exactly 0, and be strictly
-    increasing *after* conversion to float32 (two times that float32 cannot tell apart would
-    give a zero step).
+    Only the grid's *length* is static.  Its shape and dtype are always checked: one-dimensional
+    with at least two entries, of a real (integer or floating) dtype.  A concrete grid is also
+    checked on the host: finite, starting at exactly 0, strictly increasing *after* conversion
+    to float32 (two times that float32 cannot tell apart would give a zero step); it is
+    returned as float32 numpy.  A traced grid (a model argument under ``jit``, a value computed
+    in the model) is returned as a float32 JAX array without value checks: a bad grid then
+    shows up as NaN or infinite answers, which the engine's answer validation reports.
 
     :param times: the grid.
     :param name: how error messages refer to the grid.
-    :return: the grid as a float32 :class:`numpy.ndarray`.
+    :param site: the site the grid belongs to, named in error messages when given.
+    :return: the grid, float32 (numpy when concrete).
     :raises DenoiserError: naming the first offending index and value.
 
     **Example**
 
     >>> check_time_grid([0.0, 0.5, 1.0]).tolist()
     [0.0, 0.5, 1.0]
+    >>> check_time_grid([0.0, 1.0, 1.0], site="y")
+    Traceback (most recent call last):
+        ...
+    numpyro_autospec.denoisers.validation.DenoiserError: site 'y': times must be strictly ...
     """
-    if isinstance(times, jax.core.Tracer):
-        raise DenoiserError(f"{name} must be a concrete array, not a traced value")
-    grid = np.asarray(times)
-    if grid.dtype.kind not in "iuf":
-        raise DenoiserError(f"{name} must be a real (float) array, got dtype {grid.dtype}")
-    if grid.ndim != 1:
-        raise DenoiserError(f"{name} must be one-dimensional, got shape {grid.shape}")
-    if grid.shape[0] < 2:
+    prefix = "" if site is None else f"site {site!r}: "
+    traced = isinstance(times, jax.core.Tracer)
+    dtype = jnp.result_type(times) if traced else np.asarray(times).dtype
+    if np.dtype(dtype).kind not in "iuf":
+        raise DenoiserError(f"{prefix}{name} must be a real (float) array, got dtype {dtype}")
+    shape = jnp.shape(times) if traced else np.shape(times)
+    if len(shape) != 1:
+        raise DenoiserError(f"{prefix}{name} must be one-dimensional, got shape {shape}")
+    if shape[0] < 2:
         raise DenoiserError(
-            f"{name} must hold at least two times (0 and an end time), got {grid.shape[0]}"
+            f"{prefix}{name} must hold at least two times (0 and an end time), got {shape[0]}"
         )
+    if isinstance(times, jax.core.Tracer):
+        return jnp.asarray(times, jnp.float32)
+    grid = np.asarray(times)
     non_finite = np.flatnonzero(~np.isfinite(grid))
     if non_finite.size > 0:
         index = int(non_finite[0])
-        raise DenoiserError(f"{name}[{index}] = {grid[index]} is not finite")
+        raise DenoiserError(f"{prefix}{name}[{index}] = {grid[index]} is not finite")
     if grid[0] != 0:
-        raise DenoiserError(f"{name} must start at 0, got {name}[0] = {grid[0]}")
+        raise DenoiserError(f"{prefix}{name} must start at 0, got {name}[0] = {grid[0]}")
     grid32 = grid.astype(np.float32)
     for label, values in (("", grid), (" in float32", grid32)):
         not_increasing = np.flatnonzero(np.diff(values) <= 0)
         if not_increasing.size > 0:
             index = int(not_increasing[0]) + 1
             raise DenoiserError(
-                f"{name} must be strictly increasing{label}: "
+                f"{prefix}{name} must be strictly increasing{label}: "
                 f"{name}[{index}] = {values[index]} <= {name}[{index - 1}] = {values[index - 1]}"
             )
     return grid32
@@ -263,6 +239,8 @@ def validate_denoiser(
     """  # noqa: E501
     check_denoiser_signature(denoiser, dim, name=name)
     grid = None if times is None else check_time_grid(times)
+    if grid is not None and not isinstance(grid, np.ndarray):
+        grid = None  # a traced grid: probe at the default times
     probe_times = _probe_times(grid)
     if key is None:
         key = jax.random.key(0)
@@ -283,6 +261,6 @@ def validate_denoiser(
     except Exception as error:
         raise DenoiserError(
             f"{name} failed under jax.jit(jax.vmap(...)) on a batch of {num_probes} probe "
-            f"points: {type(error).__name__}: {error}"
+            f"points: {type(error).__name__}: {first_line(error)}"
         ) from error
-    raise_if_defect(codes, name=name, t=probe_times)
+    raise_if_defect(codes, name=name, t=probe_times, error=DenoiserError)

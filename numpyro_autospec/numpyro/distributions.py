@@ -25,6 +25,7 @@ import numpy as np
 from jax import Array
 from numpyro.distributions import Distribution, constraints
 
+from numpyro_autospec.oracles.base import AnyOrderOracle
 from numpyro_autospec.oracles.validation import (
     check_oracle_signature,
     check_permutation,
@@ -42,6 +43,24 @@ def _positive_int(value, label: str) -> int:
     return int(value)
 
 
+def _is_array_pytree(value) -> bool:
+    """Whether ``value`` is a pytree whose leaves are all arrays or numbers (a built-in oracle
+    or denoiser, whose parameters are its leaves), as opposed to a plain function or a
+    network with non-array leaves, which a distribution keeps as a static field."""
+    leaves = jax.tree.leaves(value)
+    return bool(leaves) and all(
+        isinstance(leaf, jax.Array | np.ndarray | np.generic | float | int) for leaf in leaves
+    )
+
+
+def _oracle_label(oracle) -> str:
+    """A short name of an oracle for messages: its class, or a function's name (never the
+    ``repr`` of its arrays)."""
+    if isinstance(oracle, AnyOrderOracle):
+        return type(oracle).__name__
+    return getattr(oracle, "__qualname__", None) or type(oracle).__name__
+
+
 class OracleDistribution(Distribution):
     """A distribution whose sampler is an oracle-driven process.
 
@@ -54,6 +73,35 @@ class OracleDistribution(Distribution):
 
     pytree_data_fields = ()
     pytree_aux_fields = ()
+    #: fields holding the oracle (or denoiser), listed in both ``pytree_data_fields`` and
+    #: ``pytree_aux_fields``: a pytree of arrays (parameters that may be traced, e.g. a latent
+    #: ``beta``) is flattened as data, anything else (a plain function) is kept static, by
+    #: identity
+    pytree_oracle_fields: tuple[str, ...] = ()
+
+    def tree_flatten(self):
+        data, aux = super().tree_flatten()
+        data, aux = list(data), list(aux)
+        data_names = type(self).gather_pytree_data_fields()
+        aux_names = type(self).gather_pytree_aux_fields()
+        for field in self.pytree_oracle_fields:
+            if _is_array_pytree(getattr(self, field)):
+                aux[aux_names.index(field)] = None
+            else:
+                data[data_names.index(field)] = None
+        return tuple(data), tuple(aux)
+
+    @classmethod
+    def tree_unflatten(cls, aux_data, params):
+        distribution = super().tree_unflatten(aux_data, params)
+        data_names = cls.gather_pytree_data_fields()
+        aux_names = cls.gather_pytree_aux_fields()
+        for field in cls.pytree_oracle_fields:
+            value = aux_data[aux_names.index(field)]
+            if value is None:
+                value = params[data_names.index(field)]
+            setattr(distribution, field, value)
+        return distribution
 
     def make_process(self, name: str):
         """The :class:`~numpyro_autospec.processes.Process` whose output is one draw.
@@ -119,7 +167,9 @@ class AnyOrderAR(OracleDistribution):
     Otherwise it raises :class:`NotImplementedError`: with a random order the density of an
     inconsistent (learned) oracle is an average over :math:`n!` orders.
 
-    :param oracle: the any-order oracle.
+    :param oracle: the any-order oracle; its parameters may be traced (``beta`` a latent site
+        or a ``jit`` model argument): a built-in oracle is a pytree with its parameters as
+        leaves, and the distribution flattens it as data.
     :param num_positions: :math:`n`.
     :param num_categories: :math:`q`.
     :param observed: ``int[n]`` values, read where ``observed_mask`` is set (may be traced).
@@ -142,7 +192,8 @@ class AnyOrderAR(OracleDistribution):
     0.6
     """
 
-    pytree_data_fields = ("observed",)
+    pytree_data_fields = ("observed", "oracle")
+    pytree_oracle_fields = ("oracle",)
     pytree_aux_fields = (
         "oracle",
         "num_positions",
@@ -167,30 +218,30 @@ class AnyOrderAR(OracleDistribution):
             declared = getattr(oracle, label, None)
             if declared is not None and int(declared) != value:
                 raise ValueError(
-                    f"AnyOrderAR: {label}={value} but the oracle {oracle!r} has {label}={declared}"
+                    f"AnyOrderAR: {label}={value} but the oracle has {label}={declared}"
                 )
-        check_oracle_signature(oracle, n, q, name=getattr(oracle, "__name__", repr(oracle)))
+        check_oracle_signature(oracle, n, q, name=f"oracle {_oracle_label(oracle)}")
         if observed_mask is None:
             if observed is not None:
                 raise ValueError(
-                    "AnyOrderAR: `observed` given without `observed_mask`; to observe every "
-                    "entry, use numpyro.sample(name, AnyOrderAR(...), obs=values)"
+                    "AnyOrderAR: observed given without observed_mask (to observe every entry, "
+                    "use numpyro.sample(name, AnyOrderAR(...), obs=values))"
                 )
             mask_key = None
         else:
             if isinstance(observed_mask, jax.core.Tracer):
                 raise ValueError(
-                    "AnyOrderAR: observed_mask must be concrete (not traced): the number of "
-                    "sampled entries is a static shape"
+                    "AnyOrderAR: observed_mask must be concrete, not traced (the number of "
+                    "sampled entries is a static shape)"
                 )
             mask = np.asarray(observed_mask)
             if mask.shape != (n,) or mask.dtype != np.bool_:
                 raise ValueError(
                     f"AnyOrderAR: observed_mask must be a bool array of shape ({n},), got "
-                    f"{mask.dtype} {mask.shape}"
+                    f"{mask.dtype}{list(mask.shape)}"
                 )
             if observed is None:
-                raise ValueError("AnyOrderAR: `observed_mask` given without `observed`")
+                raise ValueError("AnyOrderAR: observed_mask given without observed")
             if jnp.shape(observed) != (n,):
                 raise ValueError(
                     f"AnyOrderAR: observed must have shape ({n},), got {jnp.shape(observed)}"
@@ -202,7 +253,7 @@ class AnyOrderAR(OracleDistribution):
                 )
             mask_key = tuple(bool(b) for b in mask)
         if order is not None:
-            check_permutation(order, n, name="AnyOrderAR: order")
+            check_permutation(order, n, name="order")
             order = tuple(int(i) for i in np.asarray(order))
         self.oracle = oracle
         self.num_positions = n
@@ -288,15 +339,9 @@ class AnyOrderAR(OracleDistribution):
                 log_density = log_density - log_marginal
         else:
             raise NotImplementedError(
-                f"AnyOrderAR.log_prob: the oracle {self.oracle!r} has no exact joint `log_prob` "
-                "method and no fixed `order` was given. The law of any-order sampling with a "
-                "uniformly random order is the average over all n! orders sigma of "
-                "prod_k p(x_sigma(k) | x_sigma(<k)); for an inconsistent (learned) oracle these "
-                "products differ between orders, so the density has no closed form. Options: "
-                "pass order=... (the density along one order is exact), give a consistent "
-                "oracle an exact `log_prob(x)` method, or use the ELBO-style bound "
-                "E_sigma[log prod_k p(x_sigma(k) | x_sigma(<k))] <= log p(x) estimated over "
-                "random orders. Sampling (Predictive, AutospecKernel) does not need log_prob."
+                f"AnyOrderAR.log_prob: oracle {_oracle_label(self.oracle)} has no exact joint "
+                "log_prob and no order was given (pass order=... for the exact density along "
+                "one order; sampling does not need log_prob)"
             )
         log_density = jnp.reshape(log_density, batch_shape)
         inside = jnp.all((value >= 0) & (value < q), axis=-1)
@@ -325,7 +370,8 @@ class StochasticLocalization(OracleDistribution):
 
     :param denoiser: JAX-traceable ``(t: float32[], y: float32[d]) -> float32[d]``.
     :param dim: :math:`d`.
-    :param times: concrete, strictly increasing grid starting at 0.
+    :param times: strictly increasing grid starting at 0; only its length is static (the
+        values may be traced: a model argument under ``jit``, or computed in the model).
     :param validate_args: NumPyro's flag.
 
     >>> import jax, jax.numpy as jnp
@@ -338,23 +384,22 @@ class StochasticLocalization(OracleDistribution):
     (4, 2)
     """
 
-    pytree_aux_fields = ("denoiser", "dim", "_times_key")
+    pytree_data_fields = ("times", "denoiser")
+    pytree_oracle_fields = ("denoiser",)
+    pytree_aux_fields = ("denoiser", "dim")
 
     def __init__(self, denoiser, dim: int, times, validate_args=None):
-        from numpyro_autospec.denoisers.validation import check_time_grid
+        from numpyro_autospec.denoisers.validation import (
+            check_denoiser_signature,
+            check_time_grid,
+        )
 
         d = _positive_int(dim, "dim")
-        grid = check_time_grid(times, name="StochasticLocalization: times")
+        self.times = check_time_grid(times)
+        check_denoiser_signature(denoiser, d)
         self.denoiser = denoiser
         self.dim = d
-        self._times_key = tuple(float(t) for t in grid)
-        self.make_process("StochasticLocalization")  # checks the denoiser's signature
         super().__init__(batch_shape=(), event_shape=(d,), validate_args=validate_args)
-
-    @property
-    def times(self) -> np.ndarray:
-        """The time grid, float32 ``[N + 1]``."""
-        return np.array(self._times_key, np.float32)
 
     support = constraints.real_vector
 
@@ -370,13 +415,11 @@ class StochasticLocalization(OracleDistribution):
         validate_denoiser(self.denoiser, self.dim, self.times, name=f"denoiser of site {name!r}")
 
     def dependency_probe(self) -> Array:
-        return jnp.sum(self.denoiser(jnp.float32(self.times[-1]), jnp.zeros(self.dim)))
+        t_max = jnp.asarray(self.times[-1], jnp.float32)
+        return jnp.sum(self.denoiser(t_max, jnp.zeros(self.dim))) + 0.0 * jnp.sum(self.times)
 
     def log_prob(self, value: Array) -> Array:
         raise NotImplementedError(
-            "StochasticLocalization.log_prob: the law of the denoised output f(t_N, y_N) of the "
-            "Euler-Maruyama chain is the image of a Gaussian path under the nonlinear denoiser "
-            "and has no tractable density (for a point-cloud target it concentrates on a "
-            "lower-dimensional set). Sampling (Predictive, AutospecKernel) does not need it; "
-            "to score data, use a likelihood bound of the diffusion model (an ELBO) instead."
+            "StochasticLocalization.log_prob: the law of the denoised output has no tractable "
+            "density (sampling does not need it; score data with an ELBO of the diffusion model)"
         )

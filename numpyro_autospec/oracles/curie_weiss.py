@@ -11,8 +11,15 @@ from jax import Array
 from jax.scipy.special import gammaln
 from jax.typing import ArrayLike
 
+from numpyro_autospec.defects import OracleError
 from numpyro_autospec.oracles.base import AnyOrderOracle
 from numpyro_autospec.oracles.validation import check_values_in_support
+from numpyro_autospec.parameters import (
+    concrete_value,
+    is_traced,
+    real_parameter,
+    register_parameters,
+)
 
 __all__ = ["CurieWeissOracle", "curie_weiss_log_conditionals", "curie_weiss_log_marginals"]
 
@@ -98,6 +105,7 @@ _jitted_log_marginals = jax.jit(curie_weiss_log_marginals)
 _jitted_log_conditionals = jax.jit(curie_weiss_log_conditionals)
 
 
+@register_parameters(("beta", "h"), ("num_positions",))
 class CurieWeissOracle(AnyOrderOracle):
     r"""The Curie-Weiss model on :math:`\{0, 1\}^n` with exact any-order conditionals.
 
@@ -122,9 +130,15 @@ class CurieWeissOracle(AnyOrderOracle):
     Autospeculation" (arXiv:2511.07869): pinning a random set of sites leaves the other
     conditionals nearly independent, the source of the :math:`\tilde O(\sqrt n)` rounds.
 
-    :param num_positions: :math:`n \ge 1`.
-    :param beta: inverse temperature :math:`\beta` (finite).
-    :param h: external field :math:`h` (finite).
+    The oracle is a pytree with leaves :math:`\beta` and :math:`h` (identity equality):
+    both may be traced, e.g. ``beta = numpyro.sample("beta", ...)``.  Concrete values are
+    checked on the host; traced ones are not clipped (a non-finite :math:`\beta` gives NaN
+    answers, which the engine's answer validation reports).  The exact laws
+    (:meth:`magnetization_log_probs`) need concrete parameters.
+
+    :param num_positions: :math:`n \ge 1` (static).
+    :param beta: inverse temperature :math:`\beta`, a finite scalar (may be traced).
+    :param h: external field :math:`h`, a finite scalar (may be traced).
 
     >>> import jax.numpy as jnp, numpy as np
     >>> oracle = CurieWeissOracle(8, beta=1.0)
@@ -139,19 +153,27 @@ class CurieWeissOracle(AnyOrderOracle):
     #: one pass over the order scores a whole block (:func:`curie_weiss_log_conditionals`)
     scores_blocks = True
 
-    def __init__(self, num_positions: int, beta: float, h: float = 0.0) -> None:
-        if isinstance(num_positions, bool) or int(num_positions) != num_positions:
-            raise ValueError(f"num_positions must be an integer, got {num_positions!r}")
+    def __init__(self, num_positions: int, beta: ArrayLike, h: ArrayLike = 0.0) -> None:
+        if isinstance(num_positions, bool) or not isinstance(num_positions, int | np.integer):
+            raise OracleError(
+                f"CurieWeissOracle: num_positions must be an integer, got {num_positions!r}"
+            )
         if num_positions < 1:
-            raise ValueError(f"num_positions must be at least 1, got {num_positions}")
-        if not (math.isfinite(beta) and math.isfinite(h)):
-            raise ValueError(f"beta and h must be finite, got beta={beta} and h={h}")
+            raise OracleError(
+                f"CurieWeissOracle: num_positions must be at least 1, got {num_positions}"
+            )
         self.num_positions: int = int(num_positions)
-        self.beta: float = float(beta)
-        self.h: float = float(h)
+        self.beta = real_parameter(beta, "beta", owner="CurieWeissOracle", shape=())
+        self.h = real_parameter(h, "h", owner="CurieWeissOracle", shape=())
 
     def __repr__(self) -> str:
-        return f"CurieWeissOracle(num_positions={self.num_positions}, beta={self.beta}, h={self.h})"
+        def show(value: ArrayLike) -> str:
+            return "traced" if is_traced(value) else f"{float(value):g}"
+
+        return (
+            f"CurieWeissOracle(num_positions={self.num_positions}, beta={show(self.beta)}, "
+            f"h={show(self.h)})"
+        )
 
     def log_marginals(self, x: Array, mask: Array) -> Array:
         """Log conditional marginals ``[n, 2]`` given ``x`` on ``mask`` (the same row for all)."""
@@ -183,26 +205,36 @@ class CurieWeissOracle(AnyOrderOracle):
         :param mask: ``[n]`` bool, the pinned sites.
         """
         n = self.num_positions
+        beta = concrete_value(self.beta, "beta", owner="CurieWeissOracle")
+        h = concrete_value(self.h, "h", owner="CurieWeissOracle")
         values, mask = np.asarray(values), np.asarray(mask)
         if values.shape != (n,) or mask.shape != (n,) or mask.dtype != np.bool_:
-            raise ValueError(
-                f"need values of shape ({n},) and a bool mask of shape ({n},), got "
-                f"{values.dtype}{values.shape} and {mask.dtype}{mask.shape}"
+            raise OracleError(
+                f"CurieWeissOracle: need values of shape ({n},) and a bool mask of shape "
+                f"({n},), got {values.dtype}{values.shape} and {mask.dtype}{mask.shape}"
             )
         check_values_in_support(np.where(mask, values, 0), 2, name="values")
         free = n - int(mask.sum())
         pinned_sum = int(np.sum(2 * values[mask].astype(np.int64) - 1))
         free_sum = 2.0 * np.arange(free + 1) - free
         log_weights = (
-            _log_binomials(free)
-            + self.beta / (2 * n) * (pinned_sum + free_sum) ** 2
-            + self.h * free_sum
+            _log_binomials(free) + beta / (2 * n) * (pinned_sum + free_sum) ** 2 + h * free_sum
         )
         return log_weights - np.logaddexp.reduce(log_weights)
 
     def log_prob(self, x: ArrayLike) -> Array:
         r"""Exact joint log-probability of ``x: [..., n]``:
-        :math:`\log P(K = k) - \log\binom{n}{k}` with :math:`k = \sum_i x_i`."""
+        :math:`\log P(K = k) - \log\binom{n}{k}` with :math:`k = \sum_i x_i`, i.e.
+        :math:`\frac{\beta}{2n} M^2 + hM - \log Z`.  In float64 on the host for concrete
+        parameters, in the program (float32) for traced ones."""
         x = jnp.asarray(x)
-        law = self.magnetization_log_probs() - _log_binomials(self.num_positions)
+        n = self.num_positions
+        if is_traced((self.beta, self.h)):
+            ups = jnp.arange(n + 1, dtype=jnp.float32)
+            magnetization = 2.0 * ups - n
+            log_binomials = gammaln(n + 1.0) - gammaln(ups + 1.0) - gammaln(n - ups + 1.0)
+            energy = self.beta / (2 * n) * magnetization**2 + self.h * magnetization
+            log_z = jax.nn.logsumexp(log_binomials + energy)
+            return (energy - log_z)[jnp.sum(x, axis=-1)]
+        law = self.magnetization_log_probs() - _log_binomials(n)
         return jnp.asarray(law.astype(np.float32))[jnp.sum(x, axis=-1)]

@@ -2,15 +2,15 @@ r"""A learned-like logistic any-order model whose site-by-site errors have rando
 
 from __future__ import annotations
 
-import math
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from numpyro_autospec.defects import OracleError
 from numpyro_autospec.oracles.base import AnyOrderOracle
+from numpyro_autospec.parameters import is_traced, real_parameter, register_parameters
 
 __all__ = ["HopfieldOracle", "hopfield_log_marginals"]
 
@@ -32,6 +32,7 @@ def hopfield_log_marginals(
 _jitted_log_marginals = jax.jit(hopfield_log_marginals)
 
 
+@register_parameters(("patterns", "beta", "h"), ("num_positions",))
 class HopfieldOracle(AnyOrderOracle):
     r"""A logistic any-order model built on Hopfield patterns; inconsistent like a network.
 
@@ -48,9 +49,12 @@ class HopfieldOracle(AnyOrderOracle):
     over a block, a target where sequence-level acceptance (Anari et al., arXiv:2511.07869)
     keeps long blocks while site-by-site verification stops early.
 
+    The oracle is a pytree with leaves :math:`\xi`, :math:`\beta` and :math:`h`: all may be
+    traced (only the shapes are static); concrete values are checked.
+
     :param patterns: :math:`\xi`, shape ``[R, n]``, entries :math:`\pm 1`.
-    :param beta: coupling strength :math:`\beta` (finite).
-    :param h: external field :math:`h` (finite).
+    :param beta: coupling strength :math:`\beta`, a finite scalar.
+    :param h: external field :math:`h`, a finite scalar.
 
     >>> import jax, jax.numpy as jnp, numpy as np
     >>> oracle = HopfieldOracle(np.ones((1, 4)), beta=2.0)
@@ -63,20 +67,24 @@ class HopfieldOracle(AnyOrderOracle):
 
     num_categories: int = 2
 
-    def __init__(self, patterns: ArrayLike, beta: float, h: float = 0.0) -> None:
-        patterns = np.asarray(patterns, np.float32)
-        if patterns.ndim != 2 or patterns.shape[0] < 1 or patterns.shape[1] < 1:
-            raise ValueError(
-                f"patterns must have shape [R, n] with R, n >= 1, got {patterns.shape}"
+    def __init__(self, patterns: ArrayLike, beta: ArrayLike, h: ArrayLike = 0.0) -> None:
+        shape = np.shape(patterns)
+        if len(shape) != 2 or shape[0] < 1 or shape[1] < 1:
+            raise OracleError(
+                f"HopfieldOracle: patterns must have shape [R, n] with R, n >= 1, got {shape}"
             )
-        if not np.all(np.abs(patterns) == 1):
-            raise ValueError("patterns must hold only -1 and +1")
-        if not (math.isfinite(beta) and math.isfinite(h)):
-            raise ValueError(f"beta and h must be finite, got beta={beta} and h={h}")
-        self.patterns: np.ndarray = patterns
-        self.num_positions: int = patterns.shape[1]
-        self.beta: float = float(beta)
-        self.h: float = float(h)
+        owner = "HopfieldOracle"
+        patterns = real_parameter(patterns, "patterns", owner=owner, dtype=np.float32)
+        if not is_traced(patterns) and not np.all(np.abs(patterns) == 1):
+            bad = np.argwhere(np.abs(patterns) != 1)[0]
+            raise OracleError(
+                f"HopfieldOracle: patterns must hold only -1 and +1, got "
+                f"patterns[{bad[0]}, {bad[1]}] = {patterns[tuple(bad)]}"
+            )
+        self.patterns = patterns
+        self.num_positions: int = int(shape[1])
+        self.beta = real_parameter(beta, "beta", owner=owner, shape=())
+        self.h = real_parameter(h, "h", owner=owner, shape=())
 
     @classmethod
     def random(
@@ -84,12 +92,15 @@ class HopfieldOracle(AnyOrderOracle):
     ) -> HopfieldOracle:
         """Independent uniform :math:`\\pm 1` patterns, shape ``[num_patterns, num_positions]``."""
         signs = jax.random.rademacher(key, (num_patterns, num_positions), jnp.float32)
-        return cls(np.asarray(signs), beta, h)
+        return cls(signs if is_traced(signs) else np.asarray(signs), beta, h)
 
     def __repr__(self) -> str:
+        def show(value: ArrayLike) -> str:
+            return "traced" if is_traced(value) else f"{float(value):g}"
+
         return (
             f"HopfieldOracle(num_patterns={self.patterns.shape[0]}, "
-            f"num_positions={self.num_positions}, beta={self.beta}, h={self.h})"
+            f"num_positions={self.num_positions}, beta={show(self.beta)}, h={show(self.h)})"
         )
 
     def log_marginals(self, x: Array, mask: Array) -> Array:

@@ -10,7 +10,9 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from numpyro_autospec.defects import OracleError
 from numpyro_autospec.oracles.base import AnyOrderOracle
+from numpyro_autospec.parameters import is_traced, real_parameter, register_parameters
 
 __all__ = ["IsingChainOracle", "ising_chain_log_marginals"]
 
@@ -74,6 +76,7 @@ _jitted_log_marginals = jax.jit(ising_chain_log_marginals)
 _jitted_messages = jax.jit(_messages)
 
 
+@register_parameters(("couplings", "fields"), ("num_positions",))
 class IsingChainOracle(AnyOrderOracle):
     r"""The Ising chain on :math:`\{0, 1\}^n`, spins :math:`s_i = 2x_i - 1`:
 
@@ -94,6 +97,9 @@ class IsingChainOracle(AnyOrderOracle):
     renormalized at every step, so large chains keep float32 precision.  :math:`O(n)` per
     query.
 
+    The oracle is a pytree with leaves :math:`J` and :math:`h`: both may be traced (only the
+    shapes are static); concrete values must be finite.
+
     :param couplings: :math:`J`, shape ``[n - 1]``.
     :param fields: :math:`h`, shape ``[n]``.
 
@@ -109,23 +115,32 @@ class IsingChainOracle(AnyOrderOracle):
     num_categories: int = 2
 
     def __init__(self, couplings: ArrayLike, fields: ArrayLike) -> None:
-        couplings = np.asarray(couplings, np.float32)
-        fields = np.asarray(fields, np.float32)
-        if fields.ndim != 1 or fields.shape[0] < 1 or couplings.shape != (fields.shape[0] - 1,):
-            raise ValueError(
-                f"need fields of shape (n,) with n >= 1 and couplings of shape (n - 1,), got "
-                f"fields {fields.shape} and couplings {couplings.shape}"
+        num_positions = int(np.shape(fields)[0]) if np.ndim(fields) == 1 else 0
+        if num_positions < 1:
+            raise OracleError(
+                f"IsingChainOracle: fields must have shape (n,) with n >= 1, got {np.shape(fields)}"
             )
-        if not (np.all(np.isfinite(couplings)) and np.all(np.isfinite(fields))):
-            raise ValueError("couplings and fields must be finite")
-        self.num_positions: int = fields.shape[0]
-        self.couplings: np.ndarray = couplings
-        self.fields: np.ndarray = fields
+        owner = "IsingChainOracle"
+        self.num_positions: int = num_positions
+        self.fields = real_parameter(
+            fields, "fields", owner=owner, shape=(num_positions,), dtype=np.float32
+        )
+        self.couplings = real_parameter(
+            couplings, "couplings", owner=owner, shape=(num_positions - 1,), dtype=np.float32
+        )
 
     @classmethod
-    def uniform(cls, num_positions: int, coupling: float, field: float = 0.0) -> IsingChainOracle:
-        """The homogeneous chain: :math:`J_i = ` ``coupling``, :math:`h_i = ` ``field``."""
-        return cls(np.full(num_positions - 1, coupling), np.full(num_positions, field))
+    def uniform(
+        cls, num_positions: int, coupling: ArrayLike, field: ArrayLike = 0.0
+    ) -> IsingChainOracle:
+        """The homogeneous chain: :math:`J_i = ` ``coupling``, :math:`h_i = ` ``field``
+        (scalars, may be traced)."""
+        if isinstance(num_positions, bool) or not isinstance(num_positions, int | np.integer):
+            raise OracleError(
+                f"IsingChainOracle: num_positions must be an integer, got {num_positions!r}"
+            )
+        ones = jnp.ones if is_traced((coupling, field)) else np.ones
+        return cls(coupling * ones(num_positions - 1), field * ones(num_positions))
 
     def __repr__(self) -> str:
         return f"IsingChainOracle(num_positions={self.num_positions})"

@@ -2,17 +2,22 @@ r"""An inconsistent oracle for tests: a table's conditionals perturbed per mask 
 
 from __future__ import annotations
 
-import math
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from numpyro_autospec.defects import OracleError
 from numpyro_autospec.oracles.base import AnyOrderOracle
 from numpyro_autospec.oracles.table import TableOracle, table_log_marginals
 from numpyro_autospec.oracles.validation import check_order_and_observed
+from numpyro_autospec.parameters import (
+    concrete_value,
+    is_traced,
+    real_parameter,
+    register_parameters,
+)
 
 __all__ = ["PerturbedOracle", "perturbed_log_marginals"]
 
@@ -44,6 +49,7 @@ def perturbed_log_marginals(log_probs: Array, noise: Array, x: Array, mask: Arra
 _jitted_log_marginals = jax.jit(perturbed_log_marginals)
 
 
+@register_parameters(("table", "scale", "noise"), ("num_positions", "num_categories"))
 class PerturbedOracle(AnyOrderOracle):
     r"""A table's conditionals perturbed by fixed noise per mask pattern: no joint behind them.
 
@@ -60,6 +66,9 @@ class PerturbedOracle(AnyOrderOracle):
     :math:`\prod_k p(x_{\sigma(k)} \mid x_{\sigma(<k)})` (Anari et al., arXiv:2511.07869;
     docs/algorithm.md, section 2a), given exactly by :meth:`sequential_log_probs`.
 
+    The oracle is a pytree (leaves: the table, ``scale`` and the noise), so its parameters
+    may be traced; :meth:`sequential_log_probs` needs them concrete.
+
     :param table: the consistent oracle to perturb (:math:`n \le 16`).
     :param scale: standard deviation of the log-perturbation :math:`g` (0 gives the table).
     :param key: PRNG key of the noise table.
@@ -73,33 +82,31 @@ class PerturbedOracle(AnyOrderOracle):
     (1.0, False)
     """
 
-    def __init__(self, table: TableOracle, scale: float, key: Array) -> None:
+    def __init__(self, table: TableOracle, scale: ArrayLike, key: Array) -> None:
         if not isinstance(table, TableOracle):
-            raise TypeError(f"table must be a TableOracle, got {type(table).__name__}")
-        if table.num_positions > _MAX_POSITIONS:
-            raise ValueError(
-                f"the noise table has 2^n rows: n must be at most {_MAX_POSITIONS}, "
-                f"got {table.num_positions}"
+            raise OracleError(
+                f"PerturbedOracle: table must be a TableOracle, got {type(table).__name__}"
             )
-        if not math.isfinite(scale) or scale < 0:
-            raise ValueError(f"scale must be finite and non-negative, got {scale}")
+        if table.num_positions > _MAX_POSITIONS:
+            raise OracleError(
+                f"PerturbedOracle: the noise table has 2^n rows, so n must be at most "
+                f"{_MAX_POSITIONS}, got {table.num_positions}"
+            )
         self.table: TableOracle = table
-        self.scale: float = float(scale)
+        self.scale = real_parameter(scale, "scale", owner="PerturbedOracle", shape=(), minimum=0)
         self.num_positions: int = table.num_positions
         self.num_categories: int = table.num_categories
         n, q = self.num_positions, self.num_categories
-        self.noise: np.ndarray = np.asarray(
-            self.scale * jax.random.normal(key, (2**n, n, q), jnp.float32), np.float32
-        )
-        self._powers = (2 ** np.arange(n)).astype(np.int64)
-        self._log_probs = table.log_probs.astype(np.float32)
+        noise = self.scale * jax.random.normal(key, (2**n, n, q), jnp.float32)
+        self.noise = noise if is_traced(noise) else np.asarray(noise, np.float32)
 
     def __repr__(self) -> str:
-        return f"PerturbedOracle({self.table!r}, scale={self.scale})"
+        scale = "traced" if is_traced(self.scale) else f"{float(self.scale):g}"
+        return f"PerturbedOracle({self.table!r}, scale={scale})"
 
     def log_marginals(self, x: Array, mask: Array) -> Array:
         """Perturbed log conditional marginals ``[n, q]`` given ``x`` on ``mask``."""
-        return _jitted_log_marginals(self._log_probs, self.noise, x, mask)
+        return _jitted_log_marginals(self.table._table, self.noise, x, mask)
 
     def sequential_log_probs(
         self,
@@ -123,7 +130,9 @@ class PerturbedOracle(AnyOrderOracle):
         """
         n, q = self.num_positions, self.num_categories
         order, values, mask = check_order_and_observed(order, values, mask, n, q)
-        joint = self.table.log_probs
+        joint = concrete_value(self.table.log_probs, "table", owner="PerturbedOracle")
+        noise_table = concrete_value(self.noise, "noise", owner="PerturbedOracle")
+        powers = 2 ** np.arange(n, dtype=np.int64)
         total = np.zeros(joint.shape)
         pinned = mask.copy()
         for site in order[~mask[order]]:
@@ -135,7 +144,7 @@ class PerturbedOracle(AnyOrderOracle):
                 conditional = np.where(np.isfinite(normalizer), marginal - normalizer, -np.log(q))
             shape = [1] * n
             shape[site] = q
-            noise = self.noise[int(self._powers[pinned].sum()), site].astype(np.float64)
+            noise = noise_table[int(powers[pinned].sum()), site]
             logits = conditional + noise.reshape(shape)
             total = total + (logits - _logsumexp(logits, site))
             pinned[site] = True

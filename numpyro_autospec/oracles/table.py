@@ -10,8 +10,10 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from numpyro_autospec.defects import OracleError
 from numpyro_autospec.oracles.base import AnyOrderOracle
 from numpyro_autospec.oracles.validation import check_values_in_support
+from numpyro_autospec.parameters import concrete_value, is_traced, register_parameters
 
 __all__ = ["TableOracle", "table_log_marginals"]
 
@@ -50,6 +52,7 @@ def table_log_marginals(log_probs: Array, x: Array, mask: Array) -> Array:
 _jitted_log_marginals = jax.jit(table_log_marginals)
 
 
+@register_parameters(("log_probs", "_table"), ("num_positions", "num_categories"))
 class TableOracle(AnyOrderOracle):
     r"""Exact any-order conditionals of an explicit joint :math:`\mu` on :math:`[q]^n`.
 
@@ -65,10 +68,13 @@ class TableOracle(AnyOrderOracle):
     undefined; every row is then uniform (finite and normalized), so a density evaluated along
     such a prefix is still ``-inf`` through the step that left the support, never NaN.
 
+    The oracle is a pytree whose leaves are the table: it may be traced (only its shape is
+    static; a traced table is normalized in the program and not checked).
+
     :param log_probs: log-weights of shape ``(q,)*n``, no NaN or ``+inf``, not all ``-inf``.
 
     Attributes: ``num_positions`` (:math:`n`), ``num_categories`` (:math:`q`), ``log_probs``
-    (the normalized table, float64 numpy, shape ``(q,)*n``).
+    (the normalized table, float64 numpy when concrete, shape ``(q,)*n``).
 
     >>> import numpy as np, jax.numpy as jnp
     >>> oracle = TableOracle(np.log([[0.4, 0.1], [0.2, 0.3]]))
@@ -80,25 +86,30 @@ class TableOracle(AnyOrderOracle):
     """
 
     def __init__(self, log_probs: ArrayLike) -> None:
-        log_probs = np.asarray(log_probs, np.float64)
-        if log_probs.ndim < 1 or len(set(log_probs.shape)) != 1 or log_probs.shape[0] < 1:
-            raise ValueError(f"log_probs must have shape (q,)*n, got {log_probs.shape}")
-        if log_probs.size > _MAX_CELLS:
-            raise ValueError(
-                f"a table of {log_probs.size} cells is too large to enumerate (max {_MAX_CELLS})"
+        shape = tuple(np.shape(log_probs))
+        if len(shape) < 1 or len(set(shape)) != 1 or shape[0] < 1:
+            raise OracleError(f"TableOracle: log_probs must have shape (q,)*n, got {shape}")
+        size = int(np.prod(shape))
+        if size > _MAX_CELLS:
+            raise OracleError(
+                f"TableOracle: a table of {size} cells is too large to enumerate (max {_MAX_CELLS})"
             )
-        if np.any(np.isnan(log_probs)):
-            raise ValueError("log_probs contains NaN")
-        if np.any(log_probs == np.inf):
-            raise ValueError("log_probs contains +inf")
+        self.num_positions: int = len(shape)
+        self.num_categories: int = shape[0]
+        if is_traced(log_probs):  # normalized in the program; a bad table gives NaN answers
+            log_probs = jnp.asarray(log_probs, jnp.float32)
+            self.log_probs = log_probs - jax.nn.logsumexp(log_probs)
+            self._table = self.log_probs
+            return
+        log_probs = np.asarray(log_probs, np.float64)
+        for defect, text in ((np.isnan, "NaN"), (np.isposinf, "+inf")):
+            if np.any(defect(log_probs)):
+                index = tuple(int(i) for i in np.argwhere(defect(log_probs))[0])
+                raise OracleError(f"TableOracle: log_probs{list(index)} is {text}")
         if np.all(log_probs == -np.inf):
-            raise ValueError("log_probs is -inf everywhere: the joint has no mass")
-        self.num_positions: int = log_probs.ndim
-        self.num_categories: int = log_probs.shape[0]
-        self.log_probs: np.ndarray = log_probs - np.logaddexp.reduce(log_probs, axis=None)
+            raise OracleError("TableOracle: log_probs is -inf everywhere (the joint has no mass)")
+        self.log_probs = log_probs - np.logaddexp.reduce(log_probs, axis=None)
         self._table = self.log_probs.astype(np.float32)
-        n, q = self.num_positions, self.num_categories
-        self._strides = (q ** np.arange(n - 1, -1, -1)).astype(np.int32)
 
     def __repr__(self) -> str:
         return (
@@ -118,9 +129,11 @@ class TableOracle(AnyOrderOracle):
         """Exact joint log-probability of configurations ``x: [..., n]`` (``-inf`` outside
         :math:`[q]^n`)."""
         x = jnp.asarray(x)
-        inside = jnp.all((x >= 0) & (x < self.num_categories), axis=-1)
-        index = jnp.clip(x, 0, self.num_categories - 1) @ self._strides
-        return jnp.where(inside, jnp.asarray(self._table.reshape(-1))[index], -jnp.inf)
+        n, q = self.num_positions, self.num_categories
+        strides = (q ** np.arange(n - 1, -1, -1)).astype(np.int32)
+        inside = jnp.all((x >= 0) & (x < q), axis=-1)
+        index = jnp.clip(x, 0, q - 1) @ strides
+        return jnp.where(inside, jnp.reshape(jnp.asarray(self._table), -1)[index], -jnp.inf)
 
     def conditional_log_probs(self, values: ArrayLike, mask: ArrayLike) -> np.ndarray:
         r"""Exact law of the whole vector given the observed entries (for infilling tests).
@@ -134,18 +147,19 @@ class TableOracle(AnyOrderOracle):
             observation of probability zero.
         """
         n, q = self.num_positions, self.num_categories
+        log_probs = concrete_value(self.log_probs, "log_probs", owner="TableOracle")
         values, mask = np.asarray(values), np.asarray(mask)
         if values.shape != (n,) or mask.shape != (n,) or mask.dtype != np.bool_:
-            raise ValueError(
-                f"need values of shape ({n},) and a bool mask of shape ({n},), got "
+            raise OracleError(
+                f"TableOracle: need values of shape ({n},) and a bool mask of shape ({n},), got "
                 f"{values.dtype}{values.shape} and {mask.dtype}{mask.shape}"
             )
         check_values_in_support(np.where(mask, values, 0), q, name="values")
         selector = tuple(int(values[i]) if mask[i] else slice(None) for i in range(n))
-        conditional = np.full(self.log_probs.shape, -np.inf)
-        block = self.log_probs[selector]
+        conditional = np.full(log_probs.shape, -np.inf)
+        block = log_probs[selector]
         total = np.logaddexp.reduce(np.ravel(block))
         if not np.isfinite(total):
-            raise ValueError("the observed values have probability zero under the table")
+            raise OracleError("TableOracle: the observed values have probability zero")
         conditional[selector] = block - total
         return conditional

@@ -6,7 +6,9 @@ Three layers, from cheapest to most thorough:
   computation) on ``(int32[n], bool[n])`` and checks that it returns a float ``[n, q]`` array.
 - :func:`log_marginals_defect` is pure :mod:`jax.numpy` (``jit``/``vmap`` safe): it turns one
   answer of the oracle into an int32 ``(code, row)`` pair, so a compiled sampler can check every
-  answer; the host then calls :func:`raise_if_defect` to raise a readable :class:`OracleError`.
+  answer; the host then calls :func:`~numpyro_autospec.defects.raise_if_defect` to raise a
+  readable :class:`~numpyro_autospec.defects.OracleError` (the codes are those of
+  :mod:`numpyro_autospec.defects`, shared with the denoisers).
 - :func:`validate_oracle` runs both eagerly on probe inputs.
 
 :func:`check_values_in_support` and :func:`check_permutation` check concrete user inputs (observed
@@ -28,7 +30,20 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from numpyro_autospec.defects import (
+    DEFECT_INFINITE,
+    DEFECT_NAN,
+    DEFECT_OK,
+    DEFECT_POSINF,
+    DEFECT_UNNORMALIZED,
+    OracleError,
+    describe_defect,
+    first_line,
+    raise_if_defect,
+)
+
 __all__ = [
+    "DEFECT_INFINITE",
     "DEFECT_NAN",
     "DEFECT_OK",
     "DEFECT_POSINF",
@@ -44,19 +59,6 @@ __all__ = [
     "raise_if_defect",
     "validate_oracle",
 ]
-
-DEFECT_OK = 0
-"""Code of an answer without defect."""
-DEFECT_NAN = 1
-"""Code of an answer with a NaN in any row (pinned rows included)."""
-DEFECT_POSINF = 2
-"""Code of an answer with ``+inf`` in the row of an unpinned site."""
-DEFECT_UNNORMALIZED = 3
-"""Code of an answer with an unpinned row whose logsumexp is not 0 (an all ``-inf`` row too)."""
-
-
-class OracleError(ValueError):
-    """An oracle broke the protocol: shape, dtype, tracing, NaN, ``+inf`` or unnormalized rows."""
 
 
 class OracleDefect(NamedTuple):
@@ -87,14 +89,14 @@ def check_oracle_signature(
     >>> check_oracle_signature(lambda x, mask: jnp.zeros(3), 3, 2, name="net")
     Traceback (most recent call last):
     ...
-    numpyro_autospec.oracles.validation.OracleError: oracle 'net' must return log-marginals of \
-shape (3, 2) with a floating dtype, got shape (3,) and dtype float32
+    numpyro_autospec.defects.OracleError: net must return log-marginals of shape (3, 2) with a \
+floating dtype, got shape (3,) and dtype float32
     """
     for label, value in (("num_positions", num_positions), ("num_categories", num_categories)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
             raise OracleError(f"{label} must be a positive integer, got {value!r}")
     if not callable(oracle):
-        raise OracleError(f"oracle {name!r} must be callable, got {type(oracle).__name__}")
+        raise OracleError(f"{name} must be callable, got {type(oracle).__name__}")
     n, q = int(num_positions), int(num_categories)
     x_spec = jax.ShapeDtypeStruct((n,), jnp.int32)
     mask_spec = jax.ShapeDtypeStruct((n,), jnp.bool_)
@@ -102,17 +104,17 @@ shape (3, 2) with a floating dtype, got shape (3,) and dtype float32
         output = jax.eval_shape(oracle, x_spec, mask_spec)
     except Exception as error:
         raise OracleError(
-            f"oracle {name!r} could not be traced on (x: int32[{n}], mask: bool[{n}]): "
-            f"{type(error).__name__}: {error}"
+            f"{name} could not be traced on (x: int32[{n}], mask: bool[{n}]): "
+            f"{type(error).__name__}: {first_line(error)}"
         ) from error
     if not isinstance(output, jax.ShapeDtypeStruct):
         raise OracleError(
-            f"oracle {name!r} must return one array of shape ({n}, {q}), "
+            f"{name} must return one array of shape ({n}, {q}), "
             f"got {jax.tree_util.tree_structure(output)}"
         )
     if output.shape != (n, q) or not jnp.issubdtype(output.dtype, jnp.floating):
         raise OracleError(
-            f"oracle {name!r} must return log-marginals of shape ({n}, {q}) with a floating "
+            f"{name} must return log-marginals of shape ({n}, {q}) with a floating "
             f"dtype, got shape {output.shape} and dtype {output.dtype}"
         )
 
@@ -121,7 +123,7 @@ def log_marginals_defect(log_probs: ArrayLike, mask: ArrayLike, *, atol: float =
     """The first defect of one answer ``log_probs: [n, q]`` given ``mask: bool[n]``.
 
     Pure :mod:`jax.numpy`: traceable, ``jit`` and ``vmap`` safe (``vmap`` it for a batch).
-    The code is :data:`DEFECT_NAN` if any entry is NaN, else :data:`DEFECT_POSINF` if an
+    The code is :data:`DEFECT_NAN` if any entry is NaN, else :data:`DEFECT_INFINITE` if an
     unpinned row holds ``+inf``, else :data:`DEFECT_UNNORMALIZED` if an unpinned row has
     :math:`|\\operatorname{logsumexp}| > \\text{atol}` (an all ``-inf`` row included), else
     :data:`DEFECT_OK`.
@@ -152,95 +154,16 @@ def log_marginals_defect(log_probs: ArrayLike, mask: ArrayLike, *, atol: float =
         DEFECT_NAN,
         jnp.where(
             jnp.any(posinf_rows),
-            DEFECT_POSINF,
+            DEFECT_INFINITE,
             jnp.where(jnp.any(unnormalized_rows), DEFECT_UNNORMALIZED, DEFECT_OK),
         ),
     ).astype(jnp.int32)
     offending = jnp.where(
         code == DEFECT_NAN,
         nan_rows,
-        jnp.where(code == DEFECT_POSINF, posinf_rows, unnormalized_rows),
+        jnp.where(code == DEFECT_INFINITE, posinf_rows, unnormalized_rows),
     )
     return OracleDefect(code, jnp.argmax(offending).astype(jnp.int32))
-
-
-def describe_defect(
-    code: ArrayLike, row: ArrayLike, *, name: str = "oracle", log_normalizer: float | None = None
-) -> str:
-    """A sentence for one ``(code, row)`` from :func:`log_marginals_defect` (host side).
-
-    :param code: a ``DEFECT_*`` code (python, numpy or JAX integer).
-    :param row: the offending row.
-    :param name: how the message refers to the oracle.
-    :param log_normalizer: the logsumexp of the offending row, quoted for unnormalized rows.
-    :raises ValueError: for an unknown code.
-
-    >>> describe_defect(DEFECT_UNNORMALIZED, 3, name="x", log_normalizer=0.25)
-    "oracle 'x': row 3 of log_marginals is not normalized (logsumexp=0.25); ..."
-    """
-    code, row = int(code), int(row)
-    if code == DEFECT_OK:
-        return f"oracle {name!r}: log_marginals has no defect"
-    if code == DEFECT_NAN:
-        return f"oracle {name!r}: row {row} of log_marginals contains NaN"
-    if code == DEFECT_POSINF:
-        return (
-            f"oracle {name!r}: row {row} of log_marginals contains +inf; "
-            "a log-probability is at most 0"
-        )
-    if code == DEFECT_UNNORMALIZED:
-        detail = "" if log_normalizer is None else f" (logsumexp={float(log_normalizer):.6g})"
-        return (
-            f"oracle {name!r}: row {row} of log_marginals is not normalized{detail}; "
-            "the row of an unpinned site must be log-probabilities with logsumexp 0"
-        )
-    raise ValueError(f"unknown oracle defect code {code}")
-
-
-def raise_if_defect(
-    code: ArrayLike,
-    row: ArrayLike,
-    *,
-    name: str = "oracle",
-    log_normalizer: ArrayLike | None = None,
-) -> None:
-    """Host side: raise :class:`OracleError` if a code from :func:`log_marginals_defect` is set.
-
-    Batches are accepted (``code`` and ``row`` of the same shape, e.g. from ``vmap``): the first
-    non-zero code is reported, with its batch index.
-
-    :param code: int32 code or array of codes.
-    :param row: the matching offending row(s).
-    :param name: how the message refers to the oracle.
-    :param log_normalizer: optional logsumexp of the offending row(s), same shape as ``code``.
-    :raises OracleError: if any code is not :data:`DEFECT_OK`.
-
-    >>> raise_if_defect(0, 0)
-    >>> raise_if_defect([0, DEFECT_NAN], [0, 2], name="net")
-    Traceback (most recent call last):
-    ...
-    numpyro_autospec.oracles.validation.OracleError: oracle 'net': row 2 of log_marginals \
-contains NaN (batch index 1)
-    """
-    codes = np.asarray(code)
-    rows = np.broadcast_to(np.asarray(row), codes.shape)
-    defective = np.flatnonzero(codes.reshape(-1) != DEFECT_OK)
-    if defective.size == 0:
-        return
-    flat_index = int(defective[0])
-    value = None
-    if log_normalizer is not None:
-        value = np.broadcast_to(np.asarray(log_normalizer), codes.shape).reshape(-1)[flat_index]
-    message = describe_defect(
-        codes.reshape(-1)[flat_index],
-        rows.reshape(-1)[flat_index],
-        name=name,
-        log_normalizer=value,
-    )
-    if codes.ndim > 0:
-        batch_index = np.unravel_index(flat_index, codes.shape)
-        message += f" (batch index {batch_index[0] if len(batch_index) == 1 else batch_index})"
-    raise OracleError(message)
 
 
 def _probe_inputs(key: Array, n: int, q: int, num_probes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -290,8 +213,8 @@ def validate_oracle(
     >>> validate_oracle(lambda x, mask: jnp.zeros((6, 2)), 6, 2, name="bad")
     Traceback (most recent call last):
     ...
-    numpyro_autospec.oracles.validation.OracleError: oracle 'bad': row 0 of log_marginals is \
-not normalized (logsumexp=0.693147); ...
+    numpyro_autospec.defects.OracleError: bad returned row 0 that is not normalized \
+(logsumexp=0.693147); ...
     """
     check_oracle_signature(oracle, num_positions, num_categories, name=name)
     if num_probes < 1:
@@ -308,8 +231,8 @@ not normalized (logsumexp=0.693147); ...
         answers, (codes, rows) = jax.jit(probe)(jnp.asarray(values), jnp.asarray(masks))
     except Exception as error:
         raise OracleError(
-            f"oracle {name!r} failed under jax.jit(jax.vmap(...)) on a batch of {num_probes} "
-            f"queries: {type(error).__name__}: {error}"
+            f"{name} failed under jax.jit(jax.vmap(...)) on a batch of {num_probes} "
+            f"queries: {type(error).__name__}: {first_line(error)}"
         ) from error
     codes, rows = np.asarray(codes), np.asarray(rows)
     defective = np.flatnonzero(codes)

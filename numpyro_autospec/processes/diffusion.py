@@ -185,8 +185,10 @@ class DiffusionProcess:
     dim:
         the dimension :math:`d`.
     times:
-        a concrete, strictly increasing grid :math:`0 = t_0 < \dots < t_N` (for example
-        :func:`default_times`); :math:`N` is the number of steps.
+        a strictly increasing grid :math:`0 = t_0 < \dots < t_N` (for example
+        :func:`default_times`); :math:`N` is the number of steps.  Only its length is static:
+        the values may be traced (checked on the host when concrete, see
+        :func:`~numpyro_autospec.denoisers.check_time_grid`).
     name:
         site name used in error messages.
 
@@ -225,18 +227,23 @@ class DiffusionProcess:
         name: str = "y",
     ) -> None:
         check_denoiser_signature(denoiser, dim, name=f"denoiser of site {name!r}")
-        grid = check_time_grid(times, name=f"times of site {name!r}")
+        grid = check_time_grid(times, site=name)
         self.denoiser = denoiser
         self.dim = int(dim)
         self.name = name
         self.num_steps = int(grid.shape[0]) - 1
-        step_sizes = np.diff(grid.astype(np.float64))
+        if isinstance(grid, np.ndarray):  # concrete: step sizes in float64 on the host
+            step_sizes = np.diff(grid.astype(np.float64))
+            sqrt_step_sizes, log_step_sizes = np.sqrt(step_sizes), np.log(step_sizes)
+        else:  # traced (only the length is static): the same in the program
+            step_sizes = jnp.diff(grid)
+            sqrt_step_sizes, log_step_sizes = jnp.sqrt(step_sizes), jnp.log(step_sizes)
         self.times = jnp.asarray(grid, dtype=jnp.float32)
         self.step_sizes = jnp.asarray(step_sizes, dtype=jnp.float32)
-        self._sqrt_step_sizes = jnp.asarray(np.sqrt(step_sizes), dtype=jnp.float32)
+        self._sqrt_step_sizes = jnp.asarray(sqrt_step_sizes, dtype=jnp.float32)
         # log normalizer of N(., ., h I) in d dimensions: -(d/2) log(2 pi h)
         self._log_normalizers = jnp.asarray(
-            -0.5 * self.dim * np.log(2.0 * np.pi * step_sizes), dtype=jnp.float32
+            -0.5 * self.dim * (np.log(2.0 * np.pi) + log_step_sizes), dtype=jnp.float32
         )
 
     # -- state ---------------------------------------------------------------------------
@@ -335,9 +342,11 @@ class DiffusionProcess:
         return final_answer
 
     def __repr__(self) -> str:
+        traced = isinstance(self.times, jax.core.Tracer)
+        t_max = "traced" if traced else f"{float(self.times[-1]):g}"
         return (
             f"DiffusionProcess(name={self.name!r}, dim={self.dim}, num_steps={self.num_steps}, "
-            f"t_max={float(self.times[-1]):g})"
+            f"t_max={t_max})"
         )
 
 

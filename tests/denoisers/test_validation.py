@@ -142,24 +142,24 @@ def test_raise_if_defect_is_silent_without_defect() -> None:
 )
 def test_raise_if_defect_messages(code: int, pattern: str) -> None:
     with pytest.raises(DenoiserError, match=pattern):
-        raise_if_defect(jnp.int32(code), name="score", t=0.25)
+        raise_if_defect(jnp.int32(code), name="score", t=0.25, error=DenoiserError)
 
 
 def test_raise_if_defect_names_negative_time() -> None:
     code = denoiser_defect(jnp.zeros(2), -2.0)
     with pytest.raises(DenoiserError, match=r"called with t=-2\.0: t must be finite and non-neg"):
-        raise_if_defect(code, t=-2.0)
+        raise_if_defect(code, name="denoiser", t=-2.0, error=DenoiserError)
 
 
 def test_raise_if_defect_reports_first_batch_member() -> None:
     codes = jnp.array([DEFECT_NONE, DEFECT_INFINITE, DEFECT_NAN], dtype=jnp.int32)
     times = jnp.array([0.0, 0.5, 1.0])
     with pytest.raises(DenoiserError, match=r"infinite value at t=0\.5 \(batch index 1\)"):
-        raise_if_defect(codes, t=times)
+        raise_if_defect(codes, name="denoiser", t=times, error=DenoiserError)
 
 
 def test_raise_if_defect_rejects_unknown_codes() -> None:
-    with pytest.raises(ValueError, match="unknown denoiser defect code 7"):
+    with pytest.raises(ValueError, match="unknown defect code 7"):
         raise_if_defect(jnp.int32(7))
 
 
@@ -215,9 +215,23 @@ def test_time_grid_rejects_bad_shapes_and_dtypes(times: np.ndarray, pattern: str
         check_time_grid(times)
 
 
-def test_time_grid_must_be_concrete() -> None:
-    with pytest.raises(DenoiserError, match="concrete"):
-        jax.jit(check_time_grid)(jnp.linspace(0.0, 1.0, 3))
+def test_traced_time_grid_passes_through_as_float32() -> None:
+    grid = jax.jit(check_time_grid)(jnp.asarray([0, 1, 3], jnp.int32))
+    assert grid.dtype == jnp.float32
+    np.testing.assert_array_equal(grid, [0.0, 1.0, 3.0])
+
+
+@pytest.mark.parametrize(
+    ("times", "pattern"),
+    [
+        (jnp.zeros((2, 2)), r"^site 'y': times must be one-dimensional, got shape \(2, 2\)"),
+        (jnp.zeros(1), r"^site 'y': times must hold at least two times"),
+        (jnp.zeros(3, bool), r"^site 'y': times must be a real \(float\) array, got dtype bool"),
+    ],
+)
+def test_traced_time_grid_still_has_its_shape_and_dtype_checked(times, pattern) -> None:
+    with pytest.raises(DenoiserError, match=pattern):
+        jax.jit(lambda grid: check_time_grid(grid, site="y"))(times)
 
 
 # --- validate_denoiser -----------------------------------------------------------------------

@@ -461,7 +461,7 @@ def test_refuses_obs_mask_over_the_entries_of_a_draw():
     with pytest.raises(
         UnsupportedModelError,
         match=r"site 'x_observed' \(from numpyro.sample\('x', \.\.\., obs_mask=\.\.\.\).*"
-        r"shape \(4,\).*whole draws.*observed_mask=mask",
+        r"shape \(4,\) must select whole draws.*observed_mask=mask\)$",
     ):
         _init(model)
 

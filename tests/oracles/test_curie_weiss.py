@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numpyro_autospec.oracles import CurieWeissOracle, curie_weiss_log_marginals
+from numpyro_autospec.oracles import CurieWeissOracle, OracleError, curie_weiss_log_marginals
 from tests.oracles.brute_force import (
     assert_rows_close,
     batched_answers,
@@ -139,12 +139,13 @@ def test_magnetization_law_given_input_checks():
 @pytest.mark.parametrize(
     ("args", "pattern"),
     [
-        ((0, 1.0), "at least 1"),
-        ((2.5, 1.0), "integer"),
-        ((4, math.inf), "finite"),
-        ((4, 1.0, math.nan), "finite"),
+        ((0, 1.0), r"^CurieWeissOracle: num_positions must be at least 1, got 0$"),
+        ((2.5, 1.0), r"^CurieWeissOracle: num_positions must be an integer, got 2\.5$"),
+        ((4, math.inf), r"^CurieWeissOracle: beta must be finite, got beta = inf$"),
+        ((4, 1.0, math.nan), r"^CurieWeissOracle: h must be finite, got h = nan$"),
+        ((4, [1.0, 2.0]), r"^CurieWeissOracle: beta must have shape \(\), got \(2,\)$"),
     ],
 )
-def test_construction_errors(args, pattern):
-    with pytest.raises(ValueError, match=pattern):
+def test_construction_errors_name_the_parameter(args, pattern):
+    with pytest.raises(OracleError, match=pattern):
         CurieWeissOracle(*args)

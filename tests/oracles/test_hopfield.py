@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numpyro_autospec.oracles import HopfieldOracle, hopfield_log_marginals
+from numpyro_autospec.oracles import HopfieldOracle, OracleError, hopfield_log_marginals
 from tests.oracles.brute_force import batched_answers, configurations, logsumexp, random_queries
 
 N, R = 7, 3
@@ -109,12 +109,17 @@ def test_large_instance_under_vmap():
 @pytest.mark.parametrize(
     ("patterns", "beta", "h", "pattern"),
     [
-        (np.ones(4), 1.0, 0.0, r"shape \[R, n\]"),
-        (np.array([[1.0, 0.0]]), 1.0, 0.0, r"-1 and \+1"),
-        (np.ones((2, 3)), math.nan, 0.0, "finite"),
-        (np.ones((2, 3)), 1.0, math.inf, "finite"),
+        (np.ones(4), 1.0, 0.0, r"^HopfieldOracle: patterns must have shape \[R, n\] .*got \(4,\)$"),
+        (
+            np.array([[1.0, 0.0]]),
+            1.0,
+            0.0,
+            r"^HopfieldOracle: .*-1 and \+1, got patterns\[0, 1\] = 0\.0$",
+        ),
+        (np.ones((2, 3)), math.nan, 0.0, r"^HopfieldOracle: beta must be finite, got beta = nan$"),
+        (np.ones((2, 3)), 1.0, math.inf, r"^HopfieldOracle: h must be finite, got h = inf$"),
     ],
 )
-def test_construction_errors(patterns, beta, h, pattern):
-    with pytest.raises(ValueError, match=pattern):
+def test_construction_errors_name_the_parameter(patterns, beta, h, pattern):
+    with pytest.raises(OracleError, match=pattern):
         HopfieldOracle(patterns, beta, h)

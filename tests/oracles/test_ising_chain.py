@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numpyro_autospec.oracles import IsingChainOracle, ising_chain_log_marginals
+from numpyro_autospec.oracles import IsingChainOracle, OracleError, ising_chain_log_marginals
 from tests.oracles.brute_force import (
     assert_rows_close,
     batched_answers,
@@ -123,11 +123,19 @@ def test_uniform_constructor():
 @pytest.mark.parametrize(
     ("couplings", "fields", "pattern"),
     [
-        (np.zeros(3), np.zeros(3), r"couplings of shape \(n - 1,\)"),
-        (np.zeros(0), np.zeros(0), r"n >= 1"),
-        (np.zeros(2), np.array([0.0, np.inf, 0.0]), "finite"),
+        (
+            np.zeros(3),
+            np.zeros(3),
+            r"^IsingChainOracle: couplings must have shape \(2,\), got \(3,\)$",
+        ),
+        (np.zeros(0), np.zeros(0), r"^IsingChainOracle: fields must have shape \(n,\) with n >= 1"),
+        (
+            np.zeros(2),
+            np.array([0.0, np.inf, 0.0]),
+            r"^IsingChainOracle: fields must be finite, got fields\[1\] = inf$",
+        ),
     ],
 )
-def test_construction_errors(couplings, fields, pattern):
-    with pytest.raises(ValueError, match=pattern):
+def test_construction_errors_name_the_parameter_and_entry(couplings, fields, pattern):
+    with pytest.raises(OracleError, match=pattern):
         IsingChainOracle(couplings, fields)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from numpyro_autospec.oracles import (
     DEFECT_OK,
+    OracleError,
     PerturbedOracle,
     TableOracle,
     log_marginals_defect,
@@ -169,10 +170,14 @@ def test_sequential_law_input_errors():
         oracle.sequential_log_probs([0, 1, 2], np.array([0, 0, 3]), np.array([False, False, True]))
 
 
-def test_construction_errors():
-    with pytest.raises(ValueError, match="at most 16"):
+def test_construction_errors_name_the_parameter():
+    with pytest.raises(OracleError, match=r"^PerturbedOracle: .*n must be at most 16, got 17$"):
         PerturbedOracle(TableOracle(np.zeros((2,) * 17)), 0.5, jax.random.PRNGKey(0))
-    with pytest.raises(ValueError, match="non-negative"):
+    with pytest.raises(
+        OracleError, match=r"^PerturbedOracle: scale must be at least 0, got scale = -1\.0$"
+    ):
         PerturbedOracle(random_table(0), -1.0, jax.random.PRNGKey(0))
-    with pytest.raises(TypeError, match="TableOracle"):
+    with pytest.raises(
+        OracleError, match=r"^PerturbedOracle: table must be a TableOracle, got ndarray$"
+    ):
         PerturbedOracle(np.zeros((3, 3)), 0.5, jax.random.PRNGKey(0))

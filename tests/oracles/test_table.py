@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from numpyro_autospec.oracles import (
     DEFECT_OK,
+    OracleError,
     TableOracle,
     log_marginals_defect,
     table_log_marginals,
@@ -137,14 +138,14 @@ def test_conditional_log_probs_errors():
 @pytest.mark.parametrize(
     ("log_table", "pattern"),
     [
-        (np.zeros((2, 3)), r"shape \(q,\)\*n"),
-        (np.array([0.0, np.nan]), "NaN"),
-        (np.array([0.0, np.inf]), r"\+inf"),
-        (np.full((2, 2), -np.inf), "-inf everywhere"),
+        (np.zeros((2, 3)), r"^TableOracle: log_probs must have shape \(q,\)\*n, got \(2, 3\)$"),
+        (np.array([0.0, np.nan]), r"^TableOracle: log_probs\[1\] is NaN$"),
+        (np.array([0.0, np.inf]), r"^TableOracle: log_probs\[1\] is \+inf$"),
+        (np.full((2, 2), -np.inf), r"^TableOracle: log_probs is -inf everywhere"),
     ],
 )
-def test_construction_errors(log_table, pattern):
-    with pytest.raises(ValueError, match=pattern):
+def test_construction_errors_name_the_entry(log_table, pattern):
+    with pytest.raises(OracleError, match=pattern):
         TableOracle(log_table)
 
 

@@ -1,0 +1,136 @@
+r"""Parameters of oracles and denoisers are data: checked when concrete, traced otherwise.
+
+A built-in oracle (:class:`~numpyro_autospec.oracles.CurieWeissOracle`, ...) or denoiser
+(:class:`~numpyro_autospec.denoisers.PointCloudDenoiser`, ...) takes its numeric parameters
+(:math:`\beta`, fields, tables, points) as *data*: they may be JAX tracers, e.g. a latent site
+``beta = numpyro.sample("beta", ...)`` or a model argument under ``MCMC(...,
+jit_model_args=True)``.  Only shapes are static.  The rules:
+
+* a concrete parameter is checked on the host (finite, non-negative, ...) and a violation
+  raises the package's error (:class:`~numpyro_autospec.defects.OracleError` or a subclass)
+  naming the class, the parameter and the first offending entry;
+* a traced parameter is never clipped or replaced: a bad value shows up as NaN or infinite
+  answers, which the engine's in-program answer validation reports
+  (:mod:`numpyro_autospec.defects`);
+* the object is a pytree whose leaves are its parameters (:func:`register_parameters`), with
+  equality and hashing by identity, so ``jit`` can take it as an argument and a NumPyro
+  distribution can flatten it as data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+from jax.typing import ArrayLike
+
+from numpyro_autospec.defects import OracleError
+
+__all__ = ["concrete_value", "is_traced", "real_parameter", "register_parameters"]
+
+T = TypeVar("T", bound=type)
+
+
+def is_traced(value: Any) -> bool:
+    """Whether ``value`` (or any leaf of it) is a JAX tracer, i.e. not known on the host."""
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(value))
+
+
+def _first_entry(mask: np.ndarray, values: np.ndarray, name: str) -> str:
+    """``"name = v"`` for a scalar, ``"name[i, j] = v"`` for the first entry where ``mask``."""
+    if values.ndim == 0:
+        return f"{name} = {values.item()}"
+    index = tuple(int(i) for i in np.argwhere(mask)[0])
+    text = ", ".join(str(i) for i in index)
+    return f"{name}[{text}] = {values[index].item()}"
+
+
+def real_parameter(
+    value: ArrayLike,
+    name: str,
+    *,
+    owner: str,
+    shape: tuple[int, ...] | None = None,
+    minimum: float | None = None,
+    error: type[OracleError] = OracleError,
+    dtype: type = np.float64,
+) -> np.ndarray | Array:
+    """A real parameter: ``dtype`` numpy when concrete (after the host checks), else the tracer.
+
+    :param value: the parameter (python number, numpy or JAX array, or a tracer).
+    :param name: the parameter's name, quoted in messages.
+    :param owner: the class (or function) that takes it, quoted in messages.
+    :param shape: the required shape, checked for tracers too (shapes are static).
+    :param minimum: if given, concrete entries must be at least this.
+    :param error: the exception type.
+    :param dtype: the numpy dtype of a concrete value (float64: exact host-side laws).
+    :raises OracleError: (``error``) for a wrong shape or a non-real dtype, and for a concrete
+        value with a non-finite entry or an entry below ``minimum``, naming the first one.
+
+    >>> float(real_parameter(0.5, "beta", owner="CurieWeissOracle"))
+    0.5
+    >>> real_parameter([1.0, float("nan")], "fields", owner="IsingChainOracle")
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.defects.OracleError: IsingChainOracle: fields must be finite, got \
+fields[1] = nan
+    """
+    if is_traced(value):
+        given = jnp.result_type(value)
+    else:
+        value = np.asarray(value)
+        given = value.dtype
+    if not (jnp.issubdtype(given, jnp.floating) or jnp.issubdtype(given, jnp.integer)):
+        raise error(f"{owner}: {name} must be real, got dtype {given}")
+    if shape is not None and tuple(jnp.shape(value)) != tuple(shape):
+        raise error(f"{owner}: {name} must have shape {tuple(shape)}, got {jnp.shape(value)}")
+    if is_traced(value):
+        return value if jnp.issubdtype(given, jnp.floating) else value.astype(jnp.float32)
+    value = value.astype(dtype)
+    bad = ~np.isfinite(value)
+    if np.any(bad):
+        raise error(f"{owner}: {name} must be finite, got {_first_entry(bad, value, name)}")
+    if minimum is not None and np.any(value < minimum):
+        entry = _first_entry(value < minimum, value, name)
+        raise error(f"{owner}: {name} must be at least {minimum:g}, got {entry}")
+    return value
+
+
+def concrete_value(value: Any, name: str, *, owner: str) -> np.ndarray:
+    """``value`` as a float64 numpy array for a host-side computation (an exact law by
+    enumeration), or an :class:`~numpyro_autospec.defects.OracleError` if it is traced."""
+    if is_traced(value):
+        raise OracleError(
+            f"{owner}: {name} is a traced value; this host-side computation needs it concrete "
+            "(call it outside jit, or with the parameter's value)"
+        )
+    return np.asarray(value, np.float64)
+
+
+def register_parameters(data_fields: tuple[str, ...], static_fields: tuple[str, ...]) -> Callable:
+    """Class decorator: register the class as a pytree whose children are ``data_fields`` and
+    whose auxiliary data are ``static_fields`` (ints, shapes).  Unflattening bypasses
+    ``__init__`` (children may be tracers or placeholders: no checks).  Equality and hashing
+    stay those of ``object`` (identity)."""
+
+    def register(cls: T) -> T:
+        def flatten(obj: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+            children = tuple(getattr(obj, field) for field in data_fields)
+            return children, tuple(getattr(obj, field) for field in static_fields)
+
+        def unflatten(aux: tuple[Any, ...], children: tuple[Any, ...]) -> Any:
+            obj = object.__new__(cls)
+            for field, value in zip(data_fields, children, strict=True):
+                setattr(obj, field, value)
+            for field, value in zip(static_fields, aux, strict=True):
+                setattr(obj, field, value)
+            return obj
+
+        jax.tree_util.register_pytree_node(cls, flatten, unflatten)
+        return cls
+
+    return register
