@@ -14,7 +14,7 @@ but the answers of different masks are fitted separately and come from no single
 
 and, with a uniformly random order, from the average of :math:`p_\sigma` over orders: the law
 of *sequential* any-order sampling, which autospeculation reproduces exactly in fewer rounds
-(ALGORITHM.md section 2a; Anari et al., *Parallel Sampling via Autospeculation*,
+(docs/algorithm.md, section 2a; Anari et al., *Parallel Sampling via Autospeculation*,
 arXiv:2511.07869).  :meth:`LearnedOracle.sequential_log_probs` enumerates :math:`p_\sigma` on
 small spaces, the reference the goodness-of-fit tests compare draws with.
 """
@@ -31,6 +31,7 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from numpyro_autospec.oracles.base import AnyOrderOracle
 from numpyro_autospec.oracles.validation import (
     check_oracle_signature,
     check_order_and_observed,
@@ -56,7 +57,7 @@ _batched_log_marginals = eqx.filter_jit(jax.vmap(learned_log_marginals, in_axes=
 
 
 @jax.tree_util.register_pytree_node_class
-class LearnedOracle:
+class LearnedOracle(AnyOrderOracle):
     r"""An :class:`~numpyro_autospec.oracles.AnyOrderOracle` backed by a trained network.
 
     ``oracle(x, mask)`` is ``network(x, mask)`` normalized per row with a log-softmax, so any
@@ -111,7 +112,7 @@ class LearnedOracle:
             f"num_categories={self.num_categories})"
         )
 
-    def __call__(self, x: Array, mask: Array) -> Array:
+    def log_marginals(self, x: Array, mask: Array) -> Array:
         """Log conditional marginals ``float32[n, q]`` given ``x`` on ``mask``."""
         return _jitted_log_marginals(self.network, x, mask)
 

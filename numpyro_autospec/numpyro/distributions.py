@@ -9,10 +9,10 @@ arXiv:2511.07869, 2025): exact draws in :math:`\tilde O(\sqrt n)` rounds instead
 :math:`n`.
 
 * :class:`AnyOrderAR`: a law on :math:`[q]^n` given by an any-order oracle
-  ``log_marginals(x, mask) -> [n, q]`` (ALGORITHM.md, section 2a), with exact infilling of
+  ``log_marginals(x, mask) -> [n, q]`` (docs/algorithm.md, section 2a), with exact infilling of
   observed entries.
 * :class:`StochasticLocalization`: the law of the denoised output of the Euler-Maruyama chain
-  of stochastic localization on a time grid, given a denoiser (ALGORITHM.md, section 2b).
+  of stochastic localization on a time grid, given a denoiser (docs/algorithm.md, section 2b).
 """
 
 from __future__ import annotations
@@ -359,7 +359,7 @@ class StochasticLocalization(OracleDistribution):
     Given a denoiser :math:`f(t, y) = \mathbb{E}[Y \mid tY + W_t = y]` and a grid
     :math:`0 = t_0 < \dots < t_N`, a draw runs the Euler-Maruyama chain
     :math:`y_{k+1} = y_k + h_k f(t_k, y_k) + \sqrt{h_k}\,\xi_k` from :math:`y_0 = 0` and returns
-    :math:`f(t_N, y_N)` (ALGORITHM.md, section 2b;
+    :math:`f(t_N, y_N)` (docs/algorithm.md, section 2b;
     :class:`~numpyro_autospec.processes.diffusion.DiffusionProcess`).  As the grid refines and
     :math:`t_N \to \infty` this law tends to the law of :math:`Y`; autospeculation samples the
     chain on the given grid exactly.

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from numpyro_autospec.oracles.base import as_oracle
+from numpyro_autospec.oracles.base import FunctionOracle, as_oracle
 from numpyro_autospec.oracles.consistency import check_block_form_signature
 from numpyro_autospec.oracles.validation import (
     check_permutation,
@@ -270,8 +270,13 @@ class AnyOrderProcess:
         site)."""
         block = self.oracle.depends_on_order or self.oracle.scores_blocks
         form = "log_conditionals" if block else "log_marginals"
-        message = describe_defect(code, row, name=self.oracle_name)
-        message = message.replace("log_marginals", form)
+        # a plain function by its own name, an oracle class by the method that answered
+        function = (
+            self.oracle_name
+            if isinstance(self.oracle, FunctionOracle)
+            else f"{self.oracle_name}.{form}"
+        )
+        message = describe_defect(code, row, name=function)
         return f"site {self.name!r}: {message} (query at step {step})"
 
     def output(self, x: AnyOrderState, final_answer=None) -> Array:

@@ -28,9 +28,12 @@ def broken(defect):
 @pytest.mark.parametrize(
     "defect, message",
     [
-        (lambda out: out.at[3].set(jnp.nan), "log_marginals returned NaN in row 3"),
-        (lambda out: out.at[3, 0].set(jnp.inf), "log_marginals returned \\+inf in row 3"),
-        (lambda out: out.at[3].add(0.5), "log_marginals returned row 3 that is not normalized"),
+        (lambda out: out.at[3].set(jnp.nan), "broken.<locals>.oracle returned NaN in row 3"),
+        (lambda out: out.at[3, 0].set(jnp.inf), "broken.<locals>.oracle returned \\+inf in row 3"),
+        (
+            lambda out: out.at[3].add(0.5),
+            "broken.<locals>.oracle returned row 3 that is not normalized",
+        ),
     ],
     ids=["nan", "posinf", "unnormalized"],
 )
