@@ -216,5 +216,6 @@ def test_bad_block_shapes_and_nan_rows_name_the_site():
     with pytest.raises(OracleError, match=r"site 'spins'.*shape \(L, 3\)"):
         AnyOrderProcess(WrongShape(table), N, Q, name="spins")
     process = AnyOrderProcess(NanRow(table), N, Q, name="spins")
-    with pytest.raises(Exception, match=r"site 'spins': .*NanRow.log_conditionals returned NaN in row 2"):
+    message = r"site 'spins': .*NanRow.log_conditionals returned NaN in row 2"
+    with pytest.raises(Exception, match=message):
         jax.block_until_ready(run(process, jax.random.split(jax.random.PRNGKey(0), 8)))
