@@ -1,7 +1,7 @@
 """Processes: the oracle-driven sequences that the samplers run (docs/algorithm.md, section 2)."""
 
 from numpyro_autospec.processes.any_order import AnyOrderProcess, AnyOrderState
-from numpyro_autospec.processes.base import DiscreteStepProcess, Process
+from numpyro_autospec.processes.base import BlockScoringProcess, DiscreteStepProcess, Process
 from numpyro_autospec.processes.diffusion import (
     DiffusionProcess,
     DiffusionState,
@@ -12,6 +12,7 @@ from numpyro_autospec.processes.diffusion import (
 __all__ = [
     "AnyOrderProcess",
     "AnyOrderState",
+    "BlockScoringProcess",
     "DiffusionProcess",
     "DiffusionState",
     "DiscreteStepProcess",

@@ -86,7 +86,7 @@ class AnyOrderProcess:
     >>> from numpyro_autospec.oracles import CurieWeissOracle
     >>> process = AnyOrderProcess(CurieWeissOracle(8, beta=1.0), 8, 2)
     >>> x = process.init(jax.random.PRNGKey(0))
-    >>> process.query(x, 0).shape
+    >>> process.query(x, 0, 8).shape  # the conditionals of the next 8 steps, one evaluation
     (8, 2)
     """
 

@@ -41,7 +41,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from jax import Array
 
-__all__ = ["Process", "DiscreteStepProcess", "has_discrete_steps"]
+__all__ = ["BlockScoringProcess", "DiscreteStepProcess", "Process", "has_discrete_steps"]
 
 State = Any
 Answer = Any
@@ -71,9 +71,6 @@ class Process(Protocol):
     def reduce(self, x: State, k: Array, answer: Answer) -> Reduced:
         """What step ``k`` needs from ``query(x, k, .)``."""
 
-    def score_block(self, x: State, a: Array, num_rows: int) -> Reduced:
-        """Only with ``scores_blocks``: the reduced answers of steps ``a..a+num_rows-1``
-        (leading axis ``num_rows``), each given its own prefix, in one evaluation."""
 
     def target_logp(self, x: State, k: Array, reduced: Reduced) -> Array:
         """:math:`\\log \\mu(\\text{step } k \\text{ of } x \\mid \\text{prefix})`."""
@@ -89,6 +86,16 @@ class Process(Protocol):
 
     def output(self, x: State, final_answer: Answer | None) -> Any:
         """The sample returned to the user (``final_answer = query(x, N)`` if needed)."""
+
+
+@runtime_checkable
+class BlockScoringProcess(Process, Protocol):
+    """A process that declares ``scores_blocks = True`` and scores a block in one
+    evaluation."""
+
+    def score_block(self, x: State, a: Array, num_rows: int) -> Reduced:
+        """The reduced answers of steps ``a..a+num_rows-1`` (leading axis ``num_rows``), each
+        given its own prefix, in one oracle evaluation."""
 
 
 @runtime_checkable

@@ -93,7 +93,8 @@ def random_order_law(oracle, observed=None, mask=None) -> np.ndarray:
         rows = np.asarray(
             conditionals(configs, ranks, sites, np.arange(start, N, dtype=np.int32)), np.float64
         )
-        log_p = rows[:, np.arange(len(sites)), configs[:, sites]].sum(axis=1)
+        picked = rows[np.arange(len(configs))[:, None], np.arange(len(sites)), configs[:, sites]]
+        log_p = picked.sum(axis=1)
         total += np.exp(log_p) / len(orders)
     if observed is not None:
         total *= np.all((configs == observed) | ~mask, axis=1)
@@ -187,7 +188,7 @@ def test_wrong_laws_are_rejected(order_dependent_draws):
             configs, np.arange(N), np.arange(N), np.arange(N)
         )
     )
-    law = np.exp(rows[:, np.arange(N), configs].sum(axis=1))
+    law = np.exp(rows[np.arange(len(configs))[:, None], np.arange(N), configs].sum(axis=1))
     assert chisquare_gof(encode_configurations(free, Q), law / law.sum()).p_value <= 1e-4
 
 

@@ -67,7 +67,7 @@ def check_arviz(mcmc):
         assert stats[name].shape == (2, 500)
         assert stats[name].dtype.kind == "i"
     np.testing.assert_array_equal(stats["rounds"].values, mcmc.get_extra_fields(True)["rounds"])
-    assert (stats["rounds"].values >= 1).all() and (stats["queries"].values >= N).all()
+    assert (stats["rounds"].values >= 1).all() and (stats["queries"].values >= 1).all()
     assert idata.posterior["x"].shape == (2, 500, N)
 
 
@@ -92,7 +92,7 @@ def check_print_summary_and_diagnostics_string(mcmc, capsys):
     assert mcmc.sampler.get_diagnostics_str(state) == expected
 
 
-def test_issue_4_acceptance_snippet_diagnostics_and_guide(capsys):
+def test_acceptance_snippet_diagnostics_and_guide(capsys):
     with open(GUIDE) as file:
         blocks = python_blocks(file.read())
     assert textwrap.dedent(blocks[0]).strip() == ACCEPTANCE_SNIPPET.strip()
