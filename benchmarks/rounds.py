@@ -10,18 +10,12 @@ and ``block`` (block verification) with the windows of ``--windows`` (the table 
 best window per cell and the CSV keeps them all), ``autospec:`` (the default
 :class:`~numpyro_autospec.config.SamplerConfig`: block-verified adaptive windows with recursion
 blocks as fallback) and ``paper:`` (the paper's recursion as written, ``root_windows=False``;
-``--paper``) and ``--tuned``.  Strategies that the engine does not implement (``hybrid:...``
-with ``prequery=1``, see ``prototypes.py``) can be added with ``--extra``; they always run on the
-NumPy prototypes.
+``--paper``) and ``--tuned``; more engine configs with ``--extra``.
 
-Backends (``--backend``):
-
-``engine``  :func:`numpyro_autospec.engine.run` under ``jax.jit`` (``--draws-per-call`` draws
-            share one task pool; ``--slots-per-draw`` sets the pool size).  Measures wall and
-            compile times too.
-``sim``     the exact NumPy prototypes (``prototypes.py``): the same algorithms and round
-            accounting (``autospec:`` is ``prototypes.Hybrid`` with the engine's default knobs),
-            much faster on CPU; wall and compile times are not meaningful there.
+Every cell runs on the engine: :func:`numpyro_autospec.engine.run` under ``jax.jit``
+(``--draws-per-call`` draws share one task pool; ``--slots-per-draw`` sets the pool size), which
+also gives wall and compile times.  (A NumPy re-implementation, ``prototypes.py``, with a
+``--backend sim`` here, was removed: it had drifted from the engine.)
 
 ``--overhead`` measures the engine's per-round scheduler overhead instead, on the first of
 ``--targets``, by oracle doubling (see :func:`measure_overhead`).
@@ -29,7 +23,6 @@ Backends (``--backend``):
 Examples::
 
     python benchmarks/rounds.py --sizes 64 256 1024 --draws 20
-    python benchmarks/rounds.py --backend sim --sizes 1024 4096 16384 --draws 40
     python benchmarks/rounds.py --overhead --targets cw:1.0 --sizes 1024 4096 --draws 4
 """
 
@@ -62,14 +55,21 @@ TARGETS = {
 DEFAULT = "autospec:"
 PAPER = "paper:"
 TUNED = "paper:block=8s,growth=3"
-#: the default root policy as a prototype (prototypes.Hybrid, the engine's default knobs), and
-#: with the correction lookahead that only the prototypes implement
-PROPOSED = "hybrid:k=4s,adapt=8,k_min=1s,floor=0.25s,fb=0.5s"
-PROPOSED_PREQUERY = PROPOSED + ",prequery=1"
 
 FIELDS = [
-    "backend", "target", "n", "method", "config", "draws", "mean_rounds", "se_rounds",
-    "p90_rounds", "mean_queries", "queries_per_nlog2n", "seconds_per_draw", "compile_seconds",
+    "backend",
+    "target",
+    "n",
+    "method",
+    "config",
+    "draws",
+    "mean_rounds",
+    "se_rounds",
+    "p90_rounds",
+    "mean_queries",
+    "queries_per_nlog2n",
+    "seconds_per_draw",
+    "compile_seconds",
     "commit",
 ]
 
@@ -134,10 +134,19 @@ def sampler_config(config: str, n: int):
 
 def git_commit() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE,
-                             capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "../numpyro_autospec"],
-                               cwd=HERE, capture_output=True, text=True).stdout.strip()
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=HERE,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "../numpyro_autospec"],
+            cwd=HERE,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         return out + ("+dirty" if dirty else "")
     except Exception:  # noqa: BLE001
         return "unknown"
@@ -146,15 +155,21 @@ def git_commit() -> str:
 def _row(backend, target, n, config, rounds, queries, seconds, compile_seconds):
     rounds, queries = np.asarray(rounds, float), np.asarray(queries, float)
     return {
-        "backend": backend, "target": target, "n": n, "method": parse_config(config)[0],
-        "config": config, "draws": len(rounds),
+        "backend": backend,
+        "target": target,
+        "n": n,
+        "method": parse_config(config)[0],
+        "config": config,
+        "draws": len(rounds),
         "mean_rounds": round(rounds.mean(), 2),
-        "se_rounds": round(rounds.std(ddof=1) / math.sqrt(len(rounds)), 2) if len(rounds) > 1
+        "se_rounds": round(rounds.std(ddof=1) / math.sqrt(len(rounds)), 2)
+        if len(rounds) > 1
         else 0.0,
         "p90_rounds": round(float(np.percentile(rounds, 90)), 1),
         "mean_queries": round(queries.mean(), 1),
         "queries_per_nlog2n": round(queries.mean() / (n * math.log2(n)), 3),
-        "seconds_per_draw": round(seconds, 3), "compile_seconds": round(compile_seconds, 1),
+        "seconds_per_draw": round(seconds, 3),
+        "compile_seconds": round(compile_seconds, 1),
         "commit": "",
     }
 
@@ -166,8 +181,18 @@ def engine_capacity(draws_per_call: int, slots_per_draw: int, memory_budget: int
     return Capacity(num_slots=slots, memory_budget=memory_budget)
 
 
-def measure_engine(target, n, config, draws, seed=0, draws_per_call=4, slots_per_draw=128,
-                   memory_budget=1 << 30, oracle=None, keep_draws=False):
+def measure_engine(
+    target,
+    n,
+    config,
+    draws,
+    seed=0,
+    draws_per_call=4,
+    slots_per_draw=128,
+    memory_budget=1 << 30,
+    oracle=None,
+    keep_draws=False,
+):
     """Draws with :func:`numpyro_autospec.engine.run` under ``jit``; compile time measured on
     the first call's ``lower().compile()``."""
     import jax
@@ -197,25 +222,6 @@ def measure_engine(target, n, config, draws, seed=0, draws_per_call=4, slots_per
     if keep_draws:
         row["_rounds"], row["_queries"] = rounds, queries
     return row
-
-
-def measure_sim(target, n, config, draws, seed=0):
-    import prototypes
-
-    method, knobs = parse_config(config)
-    if "lookahead" in knobs:
-        knobs["lookahead"] = bool(int(knobs["lookahead"]))
-    if method == "autospec":  # the engine's default root, prototyped by Hybrid
-        method, knobs = parse_config(PROPOSED + "," + config.partition(":")[2])
-    elif method == "paper":  # the paper's recursion (prototypes.Autospec)
-        method = "autospec"
-        knobs.setdefault("block", None)
-    oracle = prototypes.make_oracle(target, n)
-    sampler = prototypes.make_sampler(oracle, method, **knobs)
-    start = time.perf_counter()
-    rounds, queries = prototypes.measure(sampler, draws, seed)
-    return _row("sim", target, n, config, rounds, queries,
-                (time.perf_counter() - start) / draws, 0.0)
 
 
 # ----------------------------------------------------------------------------- overhead
@@ -250,23 +256,39 @@ def measure_overhead(target, n, config, draws, draws_per_call=1, slots_per_draw=
     (padded) batch shapes.
     """
     oracle = project_oracle(target, n)
-    one = measure_engine(target, n, config, draws, 0, draws_per_call, slots_per_draw,
-                         oracle=oracle, keep_draws=True)
-    two = measure_engine(target, n, config, draws, 0, draws_per_call, slots_per_draw,
-                         oracle=DoubledOracle(oracle), keep_draws=True)
+    one = measure_engine(
+        target, n, config, draws, 0, draws_per_call, slots_per_draw, oracle=oracle, keep_draws=True
+    )
+    two = measure_engine(
+        target,
+        n,
+        config,
+        draws,
+        0,
+        draws_per_call,
+        slots_per_draw,
+        oracle=DoubledOracle(oracle),
+        keep_draws=True,
+    )
     same = one["_rounds"] == two["_rounds"] and one["_queries"] == two["_queries"]
     rounds = float(np.sum(one["_rounds"]))
     t1 = one["seconds_per_draw"] * one["draws"]
     t2 = two["seconds_per_draw"] * two["draws"]
     return {
-        "target": target, "n": n, "config": config, "draws": draws,
-        "draws_per_call": draws_per_call, "mean_rounds": one["mean_rounds"],
-        "mean_queries": one["mean_queries"], "same_trajectory": same,
+        "target": target,
+        "n": n,
+        "config": config,
+        "draws": draws,
+        "draws_per_call": draws_per_call,
+        "mean_rounds": one["mean_rounds"],
+        "mean_queries": one["mean_queries"],
+        "same_trajectory": same,
         "ms_per_round": round(1e3 * t1 / rounds, 2),
         "oracle_ms_per_round": round(1e3 * (t2 - t1) / rounds, 2),
         "overhead_ms_per_round": round(1e3 * (2 * t1 - t2) / rounds, 2),
         "oracle_us_per_query": round(1e6 * (t2 - t1) / float(np.sum(one["_queries"])), 2),
-        "compile_seconds": one["compile_seconds"], "commit": git_commit(),
+        "compile_seconds": one["compile_seconds"],
+        "commit": git_commit(),
     }
 
 
@@ -292,8 +314,6 @@ def family(row):
         return "paper as written"
     if config == TUNED:
         return "paper, 8 sqrt(n) blocks, rho=3"
-    if config == PROPOSED_PREQUERY:
-        return "default + prequery"
     return config
 
 
@@ -310,12 +330,17 @@ def best_rows(rows):
 def table(rows) -> str:
     best = best_rows(rows)
     families = sorted({k[2] for k in best}, key=_family_order)
-    lines = ["| target | n | method | config | mean rounds | p90 | queries | q/(n log2 n) | "
-             "s/draw | compile s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| target | n | method | config | mean rounds | p90 | queries | q/(n log2 n) | "
+        "s/draw | compile s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     cells = sorted({(k[0], k[1]) for k in best}, key=lambda c: (c[1], _target_order(c[0])))
     for target, n in cells:
-        lines.append(f"| {TARGETS.get(target, target)} | {n} | sequential | | {n} | {n} | {n} | "
-                     f"{1 / math.log2(n):.3f} | | |")
+        lines.append(
+            f"| {TARGETS.get(target, target)} | {n} | sequential | | {n} | {n} | {n} | "
+            f"{1 / math.log2(n):.3f} | | |"
+        )
         for fam in families:
             row = best.get((target, n, fam))
             if row is None:
@@ -345,8 +370,10 @@ def compact_table(rows, n) -> str:
                 continue
             k = parse_config(row["config"])[1].get("k", "")
             tag = f" k={k}" if fam.endswith("(best k)") else ""
-            cells.append(f"{float(row['mean_rounds']):.1f} ({float(row['p90_rounds']):.0f}) "
-                         f"/ {float(row['queries_per_nlog2n']):.2f}{tag}")
+            cells.append(
+                f"{float(row['mean_rounds']):.1f} ({float(row['p90_rounds']):.0f}) "
+                f"/ {float(row['queries_per_nlog2n']):.2f}{tag}"
+            )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -356,8 +383,11 @@ def slopes(rows) -> str:
     lines = ["| target | method | slope of mean rounds, n = 1024..16384 |", "|---|---|---|"]
     for target in sorted({k[0] for k in best}, key=_target_order):
         for fam in sorted({k[2] for k in best if k[0] == target}, key=_family_order):
-            pts = sorted((k[1], float(v["mean_rounds"])) for k, v in best.items()
-                         if k[0] == target and k[2] == fam)
+            pts = sorted(
+                (k[1], float(v["mean_rounds"]))
+                for k, v in best.items()
+                if k[0] == target and k[2] == fam
+            )
             s = loglog_slope([p[0] for p in pts], [p[1] for p in pts])
             if not math.isnan(s):
                 lines.append(f"| {TARGETS.get(target, target)} | {fam} | {s:.2f} |")
@@ -365,8 +395,13 @@ def slopes(rows) -> str:
 
 
 def _family_order(name):
-    order = ["assd (best k)", "block (best k)", "autospec (default)", "default + prequery",
-             "paper as written", "paper, 8 sqrt(n) blocks, rho=3"]
+    order = [
+        "assd (best k)",
+        "block (best k)",
+        "autospec (default)",
+        "paper as written",
+        "paper, 8 sqrt(n) blocks, rho=3",
+    ]
     return (order.index(name) if name in order else len(order), name)
 
 
@@ -399,13 +434,24 @@ def plot(rows, path):
                 xs = [p[0] for p in pts]
                 color = f"C{i}"
                 if what == "rounds":
-                    ax.plot(xs, [float(p[1]["mean_rounds"]) for p in pts], "-o", color=color,
-                            ms=3, label=fam)
-                    ax.plot(xs, [float(p[1]["p90_rounds"]) for p in pts], "--", color=color,
-                            lw=0.8)
+                    ax.plot(
+                        xs,
+                        [float(p[1]["mean_rounds"]) for p in pts],
+                        "-o",
+                        color=color,
+                        ms=3,
+                        label=fam,
+                    )
+                    ax.plot(xs, [float(p[1]["p90_rounds"]) for p in pts], "--", color=color, lw=0.8)
                 else:
-                    ax.plot(xs, [float(p[1]["mean_queries"]) for p in pts], "-o", color=color,
-                            ms=3, label=fam)
+                    ax.plot(
+                        xs,
+                        [float(p[1]["mean_queries"]) for p in pts],
+                        "-o",
+                        color=color,
+                        ms=3,
+                        label=fam,
+                    )
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             ax.grid(True, which="both", lw=0.3)
@@ -444,21 +490,27 @@ def main(args):
             writer.writerows(out)
         return out
 
-    path = args.csv or os.path.join(RESULTS, f"rounds_{args.backend}.csv")
+    path = args.csv or os.path.join(RESULTS, "rounds_engine.csv")
     if args.report:
-        rows = [r for r in read_csv(path) if int(r["n"]) in args.sizes
-                and r["target"] in args.targets]
+        rows = [
+            r for r in read_csv(path) if int(r["n"]) in args.sizes and r["target"] in args.targets
+        ]
         for n in args.sizes:
             print(compact_table(rows, n) + "\n")
         print(slopes(rows))
-        figure = args.figure or os.path.join(RESULTS, f"rounds_{args.backend}.png")
+        figure = args.figure or os.path.join(RESULTS, "rounds_engine.png")
         plot(rows, figure)
         print(f"\nfigure: {figure}")
         return rows
     existing = read_csv(path)
     done = {(r["target"], int(r["n"]), r["config"]) for r in existing}
-    configs = ([f"assd:k={k}" for k in args.windows] + [f"block:k={k}" for k in args.windows]
-               + [DEFAULT] + ([PAPER, args.tuned] if args.paper else []) + args.extra)
+    configs = (
+        [f"assd:k={k}" for k in args.windows]
+        + [f"block:k={k}" for k in args.windows]
+        + [DEFAULT]
+        + ([PAPER, args.tuned] if args.paper else [])
+        + args.extra
+    )
     commit = git_commit()
     tasks = []
     for n in args.sizes:
@@ -469,80 +521,89 @@ def main(args):
                 method, knobs = parse_config(config)
                 if method in ("assd", "block") and resolve_size(knobs["k"], n) > n:
                     continue  # the same as k = n
-                engine_methods = ("autospec", "paper", "assd", "block")
-                backend = args.backend if method in engine_methods else "sim"
-                tasks.append((backend, target, n, config))
+                tasks.append((target, n, config))
     new = not existing
     with open(path, "a", newline="") as f:
         writer = csv.DictWriter(f, FIELDS)
         if new:
             writer.writeheader()
-        sim = [(t, n, c, args.draws, args.seed) for b, t, n, c in tasks if b == "sim"]
-        engine = [(t, n, c) for b, t, n, c in tasks if b == "engine"]
-        results = []
-        if sim and args.workers > 1:
-            from multiprocessing import Pool
-
-            with Pool(args.workers) as pool:
-                for row in pool.imap_unordered(_measure_sim_task, sim):
-                    results.append(row)
-                    _emit(writer, f, row, commit)
-        else:
-            for task in sim:
-                _emit(writer, f, _measure_sim_task(task), commit)
-        for target, n, config in engine:
-            row = measure_engine(target, n, config, args.draws, args.seed, args.draws_per_call,
-                                 args.slots_per_draw, args.memory_budget)
+        for target, n, config in tasks:
+            row = measure_engine(
+                target,
+                n,
+                config,
+                args.draws,
+                args.seed,
+                args.draws_per_call,
+                args.slots_per_draw,
+                args.memory_budget,
+            )
             _emit(writer, f, row, commit)
     rows = [r for r in read_csv(path) if int(r["n"]) in args.sizes and r["target"] in args.targets]
     print(table(rows))
     print()
     print(slopes(rows))
-    figure = args.figure or os.path.join(RESULTS, f"rounds_{args.backend}.png")
+    figure = args.figure or os.path.join(RESULTS, "rounds_engine.png")
     plot(rows, figure)
     print(f"\nCSV: {path}\nfigure: {figure}")
     return rows
-
-
-def _measure_sim_task(task):
-    return measure_sim(*task)
 
 
 def _emit(writer, f, row, commit):
     row["commit"] = commit
     writer.writerow(row)
     f.flush()
-    print(f"{row['target']:>16} {row['n']:>6} {row['config']:<44} [{row['backend']}] rounds "
-          f"{row['mean_rounds']:>8} p90 {row['p90_rounds']:>7} queries {row['mean_queries']:>10} "
-          f"{row['seconds_per_draw']:>7}s/draw compile {row['compile_seconds']}s", flush=True)
+    print(
+        f"{row['target']:>16} {row['n']:>6} {row['config']:<44} [{row['backend']}] rounds "
+        f"{row['mean_rounds']:>8} p90 {row['p90_rounds']:>7} queries {row['mean_queries']:>10} "
+        f"{row['seconds_per_draw']:>7}s/draw compile {row['compile_seconds']}s",
+        flush=True,
+    )
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", choices=["engine", "sim"], default="engine")
     parser.add_argument("--targets", nargs="*", default=list(TARGETS))
     parser.add_argument("--sizes", nargs="*", type=int, default=[64, 256, 1024, 4096, 16384])
-    parser.add_argument("--windows", nargs="*", default=["16", "64", "256"],
-                        help="assd/block windows k (a suffix s means k * sqrt(n))")
-    parser.add_argument("--tuned", default=TUNED,
-                        help="the paper's recursion with tuned knobs (run with --paper)")
-    parser.add_argument("--paper", action=argparse.BooleanOptionalAction, default=True,
-                        help="also run the paper's recursion as written (slow at large n)")
-    parser.add_argument("--extra", nargs="*", default=[],
-                        help="more configs, e.g. the prototype-only default + prequery")
+    parser.add_argument(
+        "--windows",
+        nargs="*",
+        default=["16", "64", "256"],
+        help="assd/block windows k (a suffix s means k * sqrt(n))",
+    )
+    parser.add_argument(
+        "--tuned", default=TUNED, help="the paper's recursion with tuned knobs (run with --paper)"
+    )
+    parser.add_argument(
+        "--paper",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run the paper's recursion as written (slow at large n)",
+    )
+    parser.add_argument(
+        "--extra",
+        nargs="*",
+        default=[],
+        help="more engine configs, e.g. autospec:window=2s,floor=0",
+    )
     parser.add_argument("--draws", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workers", type=int, default=1, help="processes for the sim backend")
     parser.add_argument("--draws-per-call", type=int, default=4)
-    parser.add_argument("--slots-per-draw", type=int, default=128,
-                        help="pool slots per draw of a call (<= 0: the engine's default)")
+    parser.add_argument(
+        "--slots-per-draw",
+        type=int,
+        default=128,
+        help="pool slots per draw of a call (<= 0: the engine's default)",
+    )
     parser.add_argument("--memory-budget", type=int, default=1 << 30)
     parser.add_argument("--csv", default=None)
     parser.add_argument("--figure", default=None)
     parser.add_argument("--force", action="store_true", help="re-measure cells in the CSV")
-    parser.add_argument("--report", action="store_true",
-                        help="print compact tables and slopes and draw the plot from the CSV, "
-                        "measure nothing")
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="print compact tables and slopes and draw the plot from the CSV, measure nothing",
+    )
     parser.add_argument("--overhead", action="store_true")
     parser.add_argument("--overhead-configs", nargs="*", default=["assd:k=256", "autospec:"])
     return parser.parse_args(argv)

@@ -28,9 +28,9 @@ verification with the best window (see ``benchmarks/rounds.py``).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-__all__ = ["SamplerConfig", "RootPolicy", "METHODS", "RULES"]
+__all__ = ["SamplerConfig", "RootPolicy", "AfterWindow", "METHODS", "RULES"]
 
 #: ``autospec``: recursive speculative rejection sampling (the paper), by default with
 #: block-verified windows at the root (see the module docstring);
@@ -96,11 +96,66 @@ class RootPolicy(NamedTuple):
         largest = self.max_window if window else self.recursion_block
         return max(1, largest - 1)
 
-    def next_window(self, window: int, advanced: int, windows: int) -> int:
-        """The window after ``windows`` windows that advanced ``advanced`` steps in all."""
-        if self.window_growth <= 0 or windows <= 0:
+    def falls_back(self, start, cursor, end):
+        """Whether a window ``[start, end)`` verified up to ``cursor`` (the new cursor) is
+        followed by a recursion block: it did not keep all its steps and advanced fewer than
+        ``floor``.  Python ints or traced integer arrays."""
+        return (cursor < end) & (cursor - start < self.floor) & (self.recursion_block > 0)
+
+    def next_window(self, window, advanced, windows):
+        """The window after ``windows`` windows that advanced ``advanced`` steps in all:
+        ``clip(window_growth * advanced // windows, min_window, max_window)``, ``window``
+        itself when ``window_growth`` is 0 or no window is finished.  Python ints or traced
+        integer arrays."""
+        if self.window_growth <= 0:
             return window
-        return max(self.min_window, min(self.window_growth * advanced // windows, self.max_window))
+        if _is_python_int(window, advanced, windows):
+            if windows <= 0:
+                return window
+            adapted = self.window_growth * advanced // windows
+            return max(self.min_window, min(adapted, self.max_window))
+        import jax.numpy as jnp
+
+        adapted = jnp.clip(
+            self.window_growth * advanced // jnp.maximum(windows, 1),
+            self.min_window,
+            self.max_window,
+        )
+        return jnp.where(windows > 0, adapted, window)
+
+    def after_window(self, window, advanced, windows, start, cursor, end, num_steps):
+        """The root's decision after a window ``[start, end)`` of size ``window`` verified up
+        to ``cursor``, given ``advanced`` steps in ``windows`` earlier windows: whether a
+        recursion block ``[cursor, min(cursor + recursion_block, num_steps))`` follows
+        (:meth:`falls_back`), and the next window, counting the window and its recursion
+        block (if any) as one (:meth:`next_window`).  The one implementation of the root
+        policy, shared by :mod:`numpyro_autospec.reference` (Python ints) and the engine
+        (traced arrays)."""
+        fallback = self.falls_back(start, cursor, end)
+        if _is_python_int(window, advanced, windows, start, cursor, end, num_steps):
+            stop = min(cursor + self.recursion_block, num_steps) if fallback else cursor
+        else:
+            import jax.numpy as jnp
+
+            stop = jnp.where(
+                fallback, jnp.minimum(cursor + self.recursion_block, num_steps), cursor
+            )
+        advanced, windows = advanced + stop - start, windows + 1
+        return AfterWindow(fallback, self.next_window(window, advanced, windows), advanced, windows)
+
+
+def _is_python_int(*values) -> bool:
+    return all(isinstance(value, int) for value in values)
+
+
+class AfterWindow(NamedTuple):
+    """:meth:`RootPolicy.after_window`: ``fallback`` (a recursion block follows), the next
+    ``window`` and the updated totals ``advanced`` (steps) and ``windows`` (count)."""
+
+    fallback: Any
+    window: Any
+    advanced: Any
+    windows: Any
 
 
 class SamplerConfig(NamedTuple):

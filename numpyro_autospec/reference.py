@@ -285,12 +285,11 @@ class _Sampler:
                 p.fold_in(k_run, block), x, cursor, end, answer
             )
             rounds, queries, block = rounds + r, queries + q, block + 1
-            if cursor < end and cursor - start < policy.floor and policy.recursion_block > 0:
-                if cursor < self.n:
-                    x, cursor, answer, r, q = recursion_block(x, cursor, answer)
-                    rounds, queries, block = rounds + r, queries + q, block + 1
-            advanced, windows = advanced + cursor - start, windows + 1
-            window = policy.next_window(window, advanced, windows)
+            after = policy.after_window(window, advanced, windows, start, cursor, end, self.n)
+            if after.fallback:
+                x, cursor, answer, r, q = recursion_block(x, cursor, answer)
+                rounds, queries, block = rounds + r, queries + q, block + 1
+            window, advanced, windows = after.window, after.advanced, after.windows
         final = None
         if self.final_query:
             if answer is None:

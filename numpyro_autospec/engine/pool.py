@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
-__all__ = ["Status", "Pool", "NO_TRIAL"]
+__all__ = ["Status", "Pool", "NO_TRIAL", "empty_pool", "gather", "scatter", "block_key"]
 
 #: "no accepted trial yet"
 NO_TRIAL = 2**30
@@ -52,18 +52,37 @@ class Status:
 
 
 class Pool(NamedTuple):
-    """Per-slot fields (leading axis: slot)."""
+    """Per-slot fields (leading axis: slot), flat (one array per field, so that a transition
+    gathers, changes and scatters back only what it touches), in groups:
 
+    * **task and links**: ``status``, ``draw``, ``parent``, ``parent_epoch``, ``epoch``,
+      ``trial``;
+    * **keys** (:func:`block_key`): ``key_first``, ``key_second``, ``key_accept``,
+      ``key_residual``;
+    * **range and blocks**: ``start``, ``stop``, ``max_block``, ``block_index``,
+      ``block_start``, ``block_end``, ``cursor``;
+    * **state and answers**: ``x``, ``answer``/``has_answer``, ``answer_next``/``has_next``,
+      ``answer_parent``;
+    * **scoring**: ``log_mu_block``, ``log_mu_total``, ``score_next``, ``score_end``;
+    * **root windows** (:mod:`numpyro_autospec.engine.windows`): ``verifying``, ``window``,
+      ``advanced``, ``windows``;
+    * **residual loop** (:mod:`numpyro_autospec.engine.trials`): ``trial_next``, ``batch``,
+      ``batch_end``, ``best_trial``, ``report_accept``.
+    """
+
+    # task and links
     status: Array  # int32
     draw: Array  # int32: which draw the task belongs to
     parent: Array  # int32: parent slot, -1 for a root
     parent_epoch: Array  # int32: parent's epoch when this trial was spawned
     epoch: Array  # int32
     trial: Array  # int32: global trial index within the parent's residual loop
+    # keys
     key_first: Array  # root: run key; trial: key of its left half
     key_second: Array  # trial: key of its right half
     key_accept: Array  # trial: key of its residual acceptance
     key_residual: Array  # key of the current block's residual trials
+    # range and blocks
     start: Array  # int32: range driven by the task
     stop: Array  # int32
     max_block: Array  # int32: largest block this task may run (deadlock-free admission)
@@ -71,21 +90,24 @@ class Pool(NamedTuple):
     block_start: Array  # int32
     block_end: Array  # int32
     cursor: Array  # int32: next step (leaf progress; after BLOCK_DONE: end of kept prefix)
+    # state and answers
     x: Any  # process state pytree
     answer: Any  # query(x, cursor) when has_answer
     has_answer: Array  # bool
     answer_next: Any  # query(x, block_end) (lookahead) when has_next
     has_next: Array  # bool
     answer_parent: Any  # trial: the parent's O_a (its speculation), for the residual test
+    # scoring
     log_mu_block: Array  # float: target log-density of the current block
     log_mu_total: Array  # float: target log-density of the finished blocks of the range
     score_next: Array  # int32: next step to query while SCORING
     score_end: Array  # int32: SCORING ends when score_next reaches it
+    # root windows
     verifying: Array  # bool: the current block is a root window (verified, no residual loop)
-    window: Array  # int32: root: size of the next window
+    window: Array  # int32: root: size of the current (then next) window
     advanced: Array  # int32: root: steps advanced by the finished windows (with their fallback)
     windows: Array  # int32: root: number of finished windows
-    window_start: Array  # int32: root: cursor where the current window began
+    # residual loop
     trial_next: Array  # int32: next trial to spawn
     batch: Array  # int32: residual batch index r
     batch_end: Array  # int32: trials of batch r are [.., batch_end)
@@ -135,7 +157,6 @@ def empty_pool(num_slots: int, key_like: Array, x_like, answer_like) -> Pool:
         window=zeros,
         advanced=zeros,
         windows=zeros,
-        window_start=zeros,
         trial_next=zeros,
         batch=zeros,
         batch_end=zeros,
@@ -152,3 +173,12 @@ def gather(tree, index: Array):
 def scatter(tree, index: Array, values):
     """Write rows ``index`` of every leaf; out-of-range indices are dropped."""
     return jax.tree.map(lambda leaf, value: leaf.at[index].set(value, mode="drop"), tree, values)
+
+
+def block_key(slot: Pool) -> Array:
+    """The key of a slot's current block, as in :mod:`numpyro_autospec.reference`: block ``j``
+    of a root uses ``fold_in(run key, j)``; a trial's left half uses its left key and its right
+    half its right key."""
+    root_key = jax.random.fold_in(slot.key_first, slot.block_index)
+    trial_key = jnp.where(slot.block_index == 0, slot.key_first, slot.key_second)
+    return jnp.where(slot.parent < 0, root_key, trial_key)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import numpyro_autospec.engine.scheduler as scheduler
+import numpyro_autospec.engine.transitions as transitions
 from numpyro_autospec import reference
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import Capacity, run
@@ -146,7 +146,10 @@ def test_ising_chain_statistics():
     n, coupling = 48, 0.8
     uniform = IsingChainOracle.uniform(n, coupling)
     value, rounds, _ = engine_draws(
-        AnyOrderProcess(uniform, n, 2), jax.random.PRNGKey(21), 8_000, SamplerConfig(),
+        AnyOrderProcess(uniform, n, 2),
+        jax.random.PRNGKey(21),
+        8_000,
+        SamplerConfig(),
         chunk=4000,
     )
     walls = (value[:, 1:] != value[:, :-1]).sum(axis=1)
@@ -157,7 +160,10 @@ def test_ising_chain_statistics():
     rng = np.random.default_rng(3)
     chain = IsingChainOracle(rng.uniform(-1.0, 1.2, n - 1), rng.normal(0.0, 0.5, n))
     value, _, _ = engine_draws(
-        AnyOrderProcess(chain, n, 2), jax.random.PRNGKey(22), 8_000, SamplerConfig(),
+        AnyOrderProcess(chain, n, 2),
+        jax.random.PRNGKey(22),
+        8_000,
+        SamplerConfig(),
         chunk=4000,
     )
     spins = 2.0 * value - 1.0
@@ -170,7 +176,7 @@ def test_ising_chain_statistics():
 
 def test_wrong_sampler_is_caught(monkeypatch):
     """Residual trials accepted unconditionally: the law becomes min(mu, nu) + TV mu."""
-    monkeypatch.setattr(scheduler, "residual_accepts", lambda key, log_mu, log_nu: True)
+    monkeypatch.setattr(transitions, "residual_accepts", lambda key, log_mu, log_nu: True)
     oracle = random_table(2)
     value, _, _ = engine_draws(
         AnyOrderProcess(oracle, N, Q), jax.random.PRNGKey(13), 8_000, CONFIGS["paper"]

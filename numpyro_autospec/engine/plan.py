@@ -1,0 +1,179 @@
+"""The static plan of a run: capacities, sizes, batch buckets and tables, resolved at trace time.
+
+:func:`plan` turns a process, a :class:`~numpyro_autospec.config.SamplerConfig` and a
+:class:`Capacity` into a :class:`Plan`: the root policy, the pool size (by default sized from the
+memory budget), the query batch buckets, the nesting-depth table of recursion blocks (deadlock-free
+admission, :mod:`numpyro_autospec.engine.trials`) and the residual batch sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from numpyro_autospec.config import RootPolicy, SamplerConfig
+from numpyro_autospec.processes.base import has_discrete_steps
+from numpyro_autospec.rejection import batch_size
+
+__all__ = ["RECURSION_ROOT_SLOTS", "Capacity", "Plan", "plan", "buckets"]
+
+
+#: smallest default pool when the root is made of recursion blocks.  Measured on stochastic
+#: localization at N = 4096 (benchmarks/diffusion_rounds.py --num-slots, docs/diffusion.md):
+#: with 50 slots (4 depth + 2) queued residual batches took the mean rounds to 734 (digits)
+#: and 332 (mixture), with 512 slots to 169 and 150, same draws.
+RECURSION_ROOT_SLOTS = 512
+
+
+class Capacity(NamedTuple):
+    """Capacity limits of the scheduler.  They may delay work (more rounds) but never change
+    the draws.
+
+    Attributes
+    ----------
+    num_slots:
+        tasks held at once (pool size).  Default: ``4 depth + 2`` per draw (``depth``: nesting
+        levels of the largest recursion block), at least :data:`RECURSION_ROOT_SLOTS` in all
+        when the root is made of recursion blocks, capped by the memory budget and 8192.
+    max_queries:
+        oracle evaluations per round (the batch of one oracle call).  The batch is executed in
+        the smallest of a few power-of-4 bucket sizes that holds the round's demand.
+    max_transitions:
+        tasks advanced per micro-step (bounds the per-micro-step gather/scatter work).
+    memory_budget:
+        bytes the pool and the query batch may use when sizes are chosen by default.
+    """
+
+    num_slots: int | None = None
+    max_queries: int | None = None
+    max_transitions: int | None = None
+    memory_budget: int = 1 << 30
+
+
+class Plan(NamedTuple):
+    """Static (trace-time) sizes and tables."""
+
+    num_steps: int
+    policy: RootPolicy  # how roots walk the steps (windows and/or recursion blocks)
+    seq_block: int  # largest recursion block (0: none)
+    window_size: int  # size of the per-draw verification buffers (1: no windows)
+    verify_lanes: int  # root windows verified per micro-step
+    lookahead: bool
+    final_query: bool
+    num_draws: int
+    num_slots: int
+    query_buckets: tuple[int, ...]
+    lane_buckets: tuple[int, ...]  # batch sizes of speculation queries and block-scoring calls
+    answer_rows: int  # rows of a speculation answer
+    block_scoring: bool  # scoring steps of a block are one score_block call
+    max_transitions: int
+    depth: np.ndarray  # depth[m]: nesting levels below a block of m steps
+    batch_sizes: np.ndarray  # cumulative-free batch size table b_r
+    max_rounds: int
+
+
+def buckets(largest: int, smallest: int = 16) -> tuple[int, ...]:
+    """Batch sizes ``largest, largest / 4, ...`` down to ``smallest`` (a round runs in the
+    smallest that holds its demand)."""
+    sizes, size = [], max(1, int(largest))
+    while True:
+        sizes.append(size)
+        if size <= smallest:
+            break
+        size = max(smallest, size // 4)
+    return tuple(sorted(set(sizes)))
+
+
+def has_batched_forms(process) -> bool:
+    """Whether ``process`` declares the batched single-step forms ``query_batch`` and
+    ``score_batch`` (declared by ``batched_queries = True``)."""
+    return bool(getattr(process, "batched_queries", False))
+
+
+def nbytes(tree) -> int:
+    return sum(math.prod(leaf.shape) * leaf.dtype.itemsize for leaf in jax.tree.leaves(tree))
+
+
+def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key_like) -> Plan:
+    """Resolve the static sizes of a run."""
+    config = config.validate()
+    num_steps = int(process.num_steps)
+    policy = config.root_policy(num_steps, has_discrete_steps(process))
+    recursion_block = policy.recursion_block
+    window = policy.max_window if policy.rule is not None else 1
+    depth = np.zeros(recursion_block + 2, np.int32)
+    for length in range(recursion_block + 2):
+        depth[length] = 0 if length <= policy.leaf_size else 1 + depth[(length + 1) // 2]
+    root_need = int(depth[recursion_block])
+
+    x_shape = jax.eval_shape(process.init, key_like)
+    answer_rows = policy.answer_rows
+    answer_shape = jax.eval_shape(lambda x: process.query(x, 0, answer_rows), x_shape)
+    row_shape = jax.eval_shape(lambda x: process.query(x, 0, 1), x_shape)
+    block_scoring = bool(process.scores_blocks)
+    slot_bytes = 3 * nbytes(answer_shape) + nbytes(x_shape) + 512
+    minimum = root_need + 1
+    if capacity.num_slots is None:
+        wanted = num_draws * (4 * root_need + 2)
+        if policy.rule is None and root_need > 0:
+            # a root made of recursion blocks (diffusion, the paper's root): its residual
+            # loops are the parallel work, and a batch that does not fit waits
+            wanted = max(wanted, RECURSION_ROOT_SLOTS)
+        affordable = max(minimum, capacity.memory_budget // (2 * slot_bytes))
+        num_slots = max(minimum, min(wanted, affordable, 8192))
+    else:
+        num_slots = int(capacity.num_slots)
+        if num_slots < minimum:
+            raise ValueError(
+                f"capacity.num_slots={num_slots} is too small: recursion blocks of "
+                f"{recursion_block} steps nest {root_need} levels of residual trials: at least "
+                f"{minimum} slots are needed"
+            )
+    if capacity.max_queries is None:
+        demand = num_slots * (recursion_block + 1) + min(num_draws, num_slots) * (window + 1)
+        # a query holds its answer and, unless the process has batched forms, a copy of its
+        # slot's state
+        batched = has_batched_forms(process)
+        query_bytes = nbytes(row_shape) + (0 if batched else nbytes(x_shape))
+        affordable = max(1, capacity.memory_budget // (2 * max(1, query_bytes)))
+        max_queries = max(1, min(demand, affordable, 1 << 16))
+    else:
+        max_queries = int(capacity.max_queries)
+        if max_queries < 1:
+            raise ValueError(f"capacity.max_queries must be >= 1, got {max_queries}")
+    query_buckets = buckets(max_queries)
+    if capacity.max_transitions is None:
+        # every micro-step gathers max_transitions slots in each of its phases, whether they
+        # move or not, so max_transitions * slot_bytes is per-micro-step memory traffic: keep
+        # it near 1 MiB (measured at n = 1024: 16 runs 7x faster than 288, see docs/engine.md)
+        max_transitions = max(1, min(num_slots, max(16, (1 << 20) // slot_bytes)))
+    else:
+        max_transitions = int(capacity.max_transitions)
+        if max_transitions < 1:
+            raise ValueError(f"capacity.max_transitions must be >= 1, got {max_transitions}")
+    batch_sizes = np.array(
+        [min(batch_size(r, config.growth), 1 << 24) for r in range(64)], dtype=np.int32
+    )
+    max_rounds = 64 * (num_steps + 2) * max(1, num_draws) + 1024
+    return Plan(
+        num_steps=num_steps,
+        policy=policy,
+        seq_block=recursion_block,
+        window_size=window,
+        verify_lanes=max(1, min(num_draws, max_transitions)),
+        lookahead=bool(config.lookahead),
+        final_query=bool(process.final_query),
+        num_draws=num_draws,
+        num_slots=num_slots,
+        query_buckets=query_buckets,
+        lane_buckets=buckets(num_slots, smallest=4),
+        answer_rows=answer_rows,
+        block_scoring=block_scoring,
+        max_transitions=max_transitions,
+        depth=depth,
+        batch_sizes=batch_sizes,
+        max_rounds=max_rounds,
+    )

@@ -1,0 +1,311 @@
+"""One round: every ready query of every task of every draw in one batched oracle call.
+
+A round's queries are of three shapes, each batched on its own (they run in parallel: one
+round):
+
+* **speculation queries** ``query(x, k, R)``: ``O_a`` of a block, or the lookahead after a block
+  (:func:`speculation_round`);
+* **single-step queries** ``query(x, k, 1)``: leaf steps, the final query, and the scoring steps
+  of a block when the process does not score blocks (:func:`step_round`);
+* **block-scoring calls** ``score_block(x, a + 1, L)``: every scoring step of a block at once
+  (:func:`block_round`).
+
+Each shape runs in the smallest of a few bucket sizes that holds its demand (:func:`bucketed`).
+Queries and conditionals are counted per draw as they are executed (:func:`count`), and every
+answer is checked when the run validates (:func:`record_defect`).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import Array
+
+from numpyro_autospec.engine.plan import buckets, has_batched_forms
+from numpyro_autospec.engine.pool import Pool, Status, gather, scatter
+from numpyro_autospec.engine.state import Context, EngineState, nonfinite_defect
+from numpyro_autospec.engine.transitions import wants_lookahead
+from numpyro_autospec.engine.windows import write_window_rows
+
+__all__ = [
+    "speculation_demand",
+    "step_demand",
+    "block_demand",
+    "speculation_round",
+    "step_round",
+    "block_round",
+    "bucketed",
+    "query_round",
+]
+
+
+def speculation_demand(context: Context, pool: Pool) -> Array:
+    """Slots that need ``O_a`` or a lookahead."""
+    lookahead = (
+        (pool.status == Status.SCORING)
+        & wants_lookahead(context.plan, pool.block_end)
+        & ~pool.has_next
+    )
+    return (pool.status == Status.NEED_ANSWER) | lookahead
+
+
+def step_demand(context: Context, pool: Pool) -> Array:
+    """Single-step queries each slot needs."""
+    status = pool.status
+    single = ((status == Status.LEAF) & ~pool.has_answer) | (status == Status.NEED_FINAL)
+    if context.plan.block_scoring:
+        return single.astype(jnp.int32)
+    scoring = jnp.where(
+        status == Status.SCORING, jnp.maximum(pool.block_end - pool.score_next, 0), 0
+    )
+    return jnp.where(single, 1, scoring)
+
+
+def block_demand(context: Context, pool: Pool) -> Array:
+    """Slots that need a block-scoring call."""
+    if not context.plan.block_scoring:
+        return jnp.zeros(pool.status.shape, bool)
+    return (pool.status == Status.SCORING) & (pool.score_next < pool.block_end)
+
+
+def record_defect(context: Context, state, valid, x, step, answers, slot, pool) -> Array:
+    """The first defective answer of a batch, if none was recorded before."""
+    if not context.validate:
+        return state.defect
+    codes, rows_hit = jax.vmap(context.answer_defect)(x, step, answers)
+    bad = valid & (codes > 0)
+    first = jnp.argmax(bad)
+    record = jnp.stack([codes[first], rows_hit[first], step[first], pool.draw[slot[first]]])
+    return jnp.where(jnp.any(bad) & (state.defect[0] == 0), record, state.defect)
+
+
+def count(context: Context, state: EngineState, valid, slot, rows) -> EngineState:
+    """Add the batch's queries (one per valid lane) and conditionals (``rows`` per lane)
+    to the per-draw counters."""
+    num_draws = context.plan.num_draws
+    draw = jnp.where(valid, state.pool.draw[slot], num_draws)
+    queries = jax.ops.segment_sum(valid.astype(jnp.int32), draw, num_draws + 1)
+    conditionals = jax.ops.segment_sum(
+        jnp.where(valid, rows, 0).astype(jnp.int32), draw, num_draws + 1
+    )
+    return state._replace(
+        queries=state.queries + queries[:num_draws],
+        conditionals=state.conditionals + conditionals[:num_draws],
+    )
+
+
+def pad_rows(tree, like):
+    """Pad the row axis (axis 1, after the batch axis) of every leaf of ``tree`` with zeros to
+    the shape of ``like`` (single-step answers stored in speculation-answer fields)."""
+
+    def pad(leaf, shape):
+        if leaf.shape[1:] == shape.shape:
+            return leaf
+        widths = [(0, 0)] + [
+            (0, target - current)
+            for current, target in zip(leaf.shape[1:], shape.shape, strict=True)
+        ]
+        return jnp.pad(leaf, widths)
+
+    return jax.tree.map(pad, tree, like)
+
+
+def speculation_round(context: Context, state: EngineState, lanes: int) -> EngineState:
+    """``query(x, k, R)`` for every slot that needs ``O_a`` or a lookahead."""
+    plan, process = context.plan, context.process
+    num_slots, answer_rows = plan.num_slots, plan.answer_rows
+    pool = state.pool
+    (slot,) = jnp.nonzero(speculation_demand(context, pool), size=lanes, fill_value=num_slots)
+    valid = slot < num_slots
+    slot = jnp.minimum(slot, num_slots - 1)
+    need_answer = valid & (pool.status[slot] == Status.NEED_ANSWER)
+    lookahead = valid & ~need_answer
+    step = jnp.where(need_answer, pool.cursor[slot], pool.block_end[slot])
+    x = gather(pool.x, slot)
+    answers = jax.vmap(lambda x, k: process.query(x, k, answer_rows))(x, step)
+    defect = record_defect(context, state, valid, x, step, answers, slot, pool)
+    answer_target = jnp.where(need_answer, slot, num_slots)
+    next_target = jnp.where(lookahead, slot, num_slots)
+    pool = pool._replace(
+        answer=scatter(pool.answer, answer_target, answers),
+        has_answer=pool.has_answer.at[answer_target].set(True, mode="drop"),
+        status=pool.status.at[answer_target].set(Status.START, mode="drop"),
+        answer_next=scatter(pool.answer_next, next_target, answers),
+        has_next=pool.has_next.at[next_target].set(True, mode="drop"),
+    )
+    state = state._replace(pool=pool, defect=defect)
+    return count(context, state, valid, slot, jnp.clip(plan.num_steps - step, 1, answer_rows))
+
+
+def step_round(context: Context, state: EngineState, batch: int) -> EngineState:
+    """Up to ``batch`` single-step queries ``query(x, k, 1)`` (leaf steps, final queries,
+    and scoring steps when the process does not score blocks)."""
+    plan, process = context.plan, context.process
+    num_slots = plan.num_slots
+    pool = state.pool
+    # older draws first (then slot order), so that a tight query capacity delays new
+    # draws rather than starving old ones
+    priority = jnp.argsort(pool.draw * num_slots + jnp.arange(num_slots))
+    demand = step_demand(context, pool)[priority]
+    cumulative = jnp.cumsum(demand)
+    index = jnp.arange(batch)
+    rank = jnp.minimum(jnp.searchsorted(cumulative, index, side="right"), num_slots - 1)
+    valid = index < jnp.minimum(cumulative[-1], batch)
+    offset = index - (cumulative[rank] - demand[rank])
+    slot = priority[rank]
+    status = pool.status[slot]
+    scoring = status == Status.SCORING
+    step = jnp.where(
+        scoring,
+        pool.score_next[slot] + offset,
+        jnp.where(status == Status.NEED_FINAL, plan.num_steps, pool.cursor[slot]),
+    )
+    # the batched forms index the pool directly (no per-query copy of a whole state)
+    if has_batched_forms(process):
+        x = None
+        answers = process.query_batch(pool.x, slot, step)
+    else:
+        x = gather(pool.x, slot)
+        answers = jax.vmap(lambda x, k: process.query(x, k, 1))(x, step)
+    defect = state.defect
+    if context.validate:
+        if x is None:
+            codes, rows_hit = jax.vmap(nonfinite_defect)(answers)
+            bad = valid & (codes > 0)
+            first = jnp.argmax(bad)
+            record = jnp.stack([codes[first], rows_hit[first], step[first], pool.draw[slot[first]]])
+            defect = jnp.where(jnp.any(bad) & (defect[0] == 0), record, defect)
+        else:
+            defect = record_defect(context, state, valid, x, step, answers, slot, pool)
+
+    # scoring queries: accumulate target log-densities (and rows for verification)
+    in_block = valid & scoring & (step < pool.block_end[slot])
+    safe_step = jnp.minimum(step, plan.num_steps - 1)
+    if x is None:
+        reduced, log_mu = process.score_batch(pool.x, slot, safe_step, answers)
+    else:
+        reduced = jax.vmap(process.reduce)(x, safe_step, answers)
+        log_mu = jax.vmap(process.target_logp)(x, safe_step, reduced)
+    target = jnp.where(in_block, slot, num_slots)
+    log_mu_block = (
+        pool.log_mu_block
+        + jax.ops.segment_sum(jnp.where(in_block, log_mu, 0.0), target, num_slots + 1)[:num_slots]
+    )
+    rows = write_window_rows(plan, state.rows, pool, in_block, slot, step, reduced)
+    taken = jax.ops.segment_sum(
+        (valid & scoring).astype(jnp.int32),
+        jnp.where(valid & scoring, slot, num_slots),
+        num_slots + 1,
+    )[:num_slots]
+    single = valid & ~scoring
+    answer_target = jnp.where(single, slot, num_slots)
+    new_status = jnp.where(status == Status.NEED_FINAL, Status.COMPLETE, status)
+    stored = pad_rows(answers, jax.tree.map(lambda leaf: leaf[0], pool.answer))
+    pool = pool._replace(
+        log_mu_block=log_mu_block,
+        score_next=pool.score_next + taken,
+        answer=scatter(pool.answer, answer_target, stored),
+        has_answer=pool.has_answer.at[answer_target].set(True, mode="drop"),
+        status=pool.status.at[answer_target].set(new_status, mode="drop"),
+    )
+    state = state._replace(pool=pool, rows=rows, defect=defect)
+    return count(context, state, valid, slot, jnp.ones_like(step))
+
+
+def block_round(context: Context, state: EngineState, lanes: int, window: bool) -> EngineState:
+    """One ``score_block`` call per scoring block (root windows when ``window``, else
+    recursion blocks): the target rows of steps ``a+1..a+m-1`` in one evaluation."""
+    plan, process = context.plan, context.process
+    num_slots = plan.num_slots
+    length = plan.policy.score_rows(window)
+    pool = state.pool
+    kind = pool.verifying if window else ~pool.verifying
+    (slot,) = jnp.nonzero(block_demand(context, pool) & kind, size=lanes, fill_value=num_slots)
+    valid = slot < num_slots
+    slot = jnp.minimum(slot, num_slots - 1)
+    x = gather(pool.x, slot)
+    first = pool.block_start[slot] + 1
+    answers = jax.vmap(lambda x, a: process.score_block(x, a, length))(x, first)
+    defect = record_defect(context, state, valid, x, first, answers, slot, pool)
+    steps = first[:, None] + jnp.arange(length)[None, :]
+    in_block = valid[:, None] & (steps < pool.block_end[slot][:, None])
+    safe_steps = jnp.minimum(steps, plan.num_steps - 1)
+    log_mu = jax.vmap(jax.vmap(process.target_logp, (None, 0, 0)))(x, safe_steps, answers)
+    target = jnp.where(valid, slot, num_slots)
+    block_log_mu = jnp.sum(jnp.where(in_block, log_mu, 0.0), axis=1)
+    log_mu_block = (
+        pool.log_mu_block + jax.ops.segment_sum(block_log_mu, target, num_slots + 1)[:num_slots]
+    )
+    rows = state.rows
+    if window:
+
+        def flat(tree):
+            return jax.tree.map(lambda leaf: leaf.reshape((-1,) + leaf.shape[2:]), tree)
+
+        rows = write_window_rows(
+            plan,
+            rows,
+            pool,
+            in_block.reshape(-1),
+            jnp.repeat(slot, length),
+            steps.reshape(-1),
+            flat(answers),
+        )
+    pool = pool._replace(
+        log_mu_block=log_mu_block,
+        score_next=pool.score_next.at[target].set(pool.block_end[slot], mode="drop"),
+    )
+    state = state._replace(pool=pool, rows=rows, defect=defect)
+    used = jnp.clip(pool.block_end[slot] - first, 1, length)
+    return count(context, state, valid, slot, used)
+
+
+def bucketed(state: EngineState, demand: Array, sizes, call) -> EngineState:
+    """``call(state, size)`` in the smallest bucket size that holds ``demand`` (skipped
+    when ``demand`` is 0)."""
+    choice = jnp.sum(jnp.asarray(sizes)[:-1] < demand)
+    branches = [lambda state, size=size: call(state, size) for size in sizes]
+    return jax.lax.cond(
+        demand > 0, lambda state: jax.lax.switch(choice, branches, state), lambda s: s, state
+    )
+
+
+def query_round(context: Context, state: EngineState) -> EngineState:
+    """The round's queries, by shape (the transitions have run); counts the round for every
+    active draw when there was any demand, and marks the run stalled when there was none."""
+    plan, pool = context.plan, state.pool
+    speculation = jnp.sum(speculation_demand(context, pool))
+    steps = jnp.sum(step_demand(context, pool))
+    blocks = block_demand(context, pool)
+    total = speculation + steps + jnp.sum(blocks)
+    active = state.started & ~state.done
+    state = bucketed(
+        state,
+        speculation,
+        plan.lane_buckets,
+        lambda state, size: speculation_round(context, state, size),
+    )
+    state = bucketed(
+        state, steps, plan.query_buckets, lambda state, size: step_round(context, state, size)
+    )
+    if plan.block_scoring:
+        windows = jnp.sum(blocks & pool.verifying)
+        state = bucketed(
+            state,
+            windows,
+            buckets(plan.verify_lanes, smallest=4),
+            lambda state, size: block_round(context, state, size, True),
+        )
+        recursion = jnp.sum(blocks & ~pool.verifying)
+        state = bucketed(
+            state,
+            recursion,
+            plan.lane_buckets,
+            lambda state, size: block_round(context, state, size, False),
+        )
+    has_demand = total > 0
+    return state._replace(
+        rounds=state.rounds + (active & has_demand).astype(jnp.int32),
+        total_rounds=state.total_rounds + has_demand.astype(jnp.int32),
+        stalled=~has_demand & ~jnp.all(state.done),
+    )

@@ -1,0 +1,128 @@
+"""The state of a run: the read-only context shared by every function of the engine, the loop
+state of the round scheduler, and the result.
+
+The engine is written as pure functions of ``(context, state)``: :class:`Context` holds what a
+run does not change (the process, the :class:`~numpyro_autospec.engine.plan.Plan`, the draw keys,
+whether answers are validated, and the plan's tables as device arrays); :class:`EngineState` is
+the carry of the compiled ``lax.while_loop`` (the task pool, the per-draw outputs and counters,
+the root windows' verification buffers, and the first defective answer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import Array
+
+from numpyro_autospec.engine.plan import Plan
+from numpyro_autospec.engine.pool import Pool, empty_pool
+
+__all__ = ["Samples", "Context", "EngineState", "make_context", "initial_state", "select"]
+
+
+class Samples(NamedTuple):
+    """Draws with the cost the scheduler executed for each (leading axis: draw): ``rounds``
+    (batched oracle calls), ``queries`` (oracle evaluations: a speculation query, a
+    single-step query and a block-scoring call each count one) and ``conditionals`` (rows of
+    conditionals the oracle returned)."""
+
+    value: Any
+    rounds: Array
+    queries: Array
+    conditionals: Array | None = None
+
+
+class Context(NamedTuple):
+    """What a run does not change (static, or constant arrays)."""
+
+    process: Any
+    plan: Plan
+    keys: Array  # [num_draws, 2]: draw i is the reference's draw with key keys[i]
+    validate: bool  # check every oracle answer (rounds.record_defect)
+    answer_defect: Callable  # (x, step, answer) -> (code, row); code 0: no defect
+    depth: Array  # plan.depth: nesting levels below a block of m steps
+    batch_sizes: Array  # plan.batch_sizes: trials of residual batch r
+
+
+class EngineState(NamedTuple):
+    pool: Pool
+    output: Any  # [num_draws, ...]
+    done: Array  # bool[num_draws]
+    started: Array  # bool[num_draws]
+    rounds: Array  # int32[num_draws]
+    queries: Array  # int32[num_draws]
+    conditionals: Array  # int32[num_draws]
+    rows: Any  # [num_draws, window_size, ...]: reduced target answers of each draw's root window
+    defect: Array  # int32[4]: (code, row, step, draw) of the first defective answer; code 0: none
+    next_draw: Array  # int32
+    total_rounds: Array  # int32
+    stalled: Array  # bool
+
+
+def select(condition, new, old):
+    """``new`` where ``condition``, else ``old``, leaf by leaf."""
+    return jax.tree.map(lambda a, b: jnp.where(condition, a, b), new, old)
+
+
+def nonfinite_defect(answer) -> tuple[Array, Array]:
+    """Generic answer check: code 1 (NaN) or 2 (+-inf) and the first offending flat index."""
+    flat = jnp.concatenate([jnp.ravel(leaf) for leaf in jax.tree.leaves(answer)])
+    nan, inf = jnp.isnan(flat), jnp.isinf(flat)
+    code = jnp.where(jnp.any(nan), 1, jnp.where(jnp.any(inf), 2, 0)).astype(jnp.int32)
+    return code, jnp.argmax(jnp.where(code == 1, nan, inf)).astype(jnp.int32)
+
+
+def make_context(process, plan: Plan, keys: Array, validate: bool = True) -> Context:
+    answer_defect = getattr(process, "answer_defect", None) or (
+        lambda x, step, answer: nonfinite_defect(answer)
+    )
+    return Context(
+        process=process,
+        plan=plan,
+        keys=keys,
+        validate=validate,
+        answer_defect=answer_defect,
+        depth=jnp.asarray(plan.depth),
+        batch_sizes=jnp.asarray(plan.batch_sizes),
+    )
+
+
+def initial_state(context: Context) -> EngineState:
+    """An empty pool, no draw started."""
+    plan, process = context.plan, context.process
+    key_like = context.keys[0]
+
+    def zeros_like(tree):
+        return jax.tree.map(lambda leaf: jnp.zeros(leaf.shape, leaf.dtype), tree)
+
+    x_like = zeros_like(jax.eval_shape(process.init, key_like))
+    answer_like = zeros_like(
+        jax.eval_shape(lambda x: process.query(x, 0, plan.answer_rows), x_like)
+    )
+    reduced_like = jax.eval_shape(process.reduce, x_like, 0, answer_like)
+    num_draws = plan.num_draws
+    rows = jax.tree.map(
+        lambda leaf: jnp.zeros((num_draws, plan.window_size) + leaf.shape, leaf.dtype),
+        reduced_like,
+    )
+    output_like = jax.eval_shape(process.output, x_like, answer_like if plan.final_query else None)
+    counter = jnp.zeros(num_draws, jnp.int32)
+    return EngineState(
+        pool=empty_pool(plan.num_slots, key_like, x_like, answer_like),
+        output=jax.tree.map(
+            lambda leaf: jnp.zeros((num_draws,) + leaf.shape, leaf.dtype), output_like
+        ),
+        done=jnp.zeros(num_draws, bool),
+        started=jnp.zeros(num_draws, bool),
+        rounds=counter,
+        queries=counter,
+        conditionals=counter,
+        rows=rows,
+        defect=jnp.zeros(4, jnp.int32),
+        next_draw=jnp.array(0, jnp.int32),
+        total_rounds=jnp.array(0, jnp.int32),
+        stalled=jnp.array(False),
+    )
