@@ -133,7 +133,11 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
                 f"{minimum} slots are needed"
             )
     if capacity.max_queries is None:
-        demand = num_slots * (recursion_block + 1) + min(num_draws, num_slots) * (window + 1)
+        if block_scoring:
+            # single-step queries are only leaf steps and final queries: one per slot at most
+            demand = num_slots
+        else:
+            demand = num_slots * (recursion_block + 1) + min(num_draws, num_slots) * (window + 1)
         # a query holds its answer and, unless the process has batched forms, a copy of its
         # slot's state
         batched = has_batched_forms(process)
