@@ -57,6 +57,10 @@ def curie_weiss_log_marginals(beta: ArrayLike, h: ArrayLike, x: Array, mask: Arr
     return jnp.broadcast_to(row[None, :], (n, 2))
 
 
+#: elements of one chunk of the block form's ``[rows, n]`` computation
+_CHUNK_ELEMENTS = 1 << 22
+
+
 def curie_weiss_log_conditionals(
     beta: ArrayLike,
     h: ArrayLike,
@@ -71,8 +75,8 @@ def curie_weiss_log_conditionals(
     (the prefix length) and their spin sum :math:`M_j`, read off a cumulative sum of the spins
     along the order.  Each row is then the same :math:`O(n)` logsumexp as in
     :func:`curie_weiss_log_marginals`, with log-factorials from one table of :math:`n + 1`
-    entries instead of two ``lgamma`` per term: :math:`O(n + Ln)` for ``L`` rows, against
-    :math:`O(Ln)` plus ``L`` separate evaluations for the default block form."""
+    entries instead of two ``lgamma`` per term: :math:`O(n + Ln)` time for ``L`` rows, in chunks of
+    about :math:`2^{22}/n` rows so that memory stays :math:`O(2^{22} + n + L)`."""
     x = jnp.asarray(x)
     n = x.shape[0]
     ranks = jnp.asarray(ranks, jnp.int32)
@@ -80,21 +84,35 @@ def curie_weiss_log_conditionals(
     spins = (2 * x.astype(jnp.int32) - 1).astype(jnp.int32)
     spins_in_order = jnp.zeros(n, jnp.int32).at[ranks].set(spins)
     prefix_sums = jnp.concatenate([jnp.zeros(1, jnp.int32), jnp.cumsum(spins_in_order)])
-    pinned_sum = prefix_sums[prefix_lengths]  # [L]
-    others = jnp.maximum(n - 1 - prefix_lengths, 0)  # [L]
     log_factorials = gammaln(jnp.arange(n + 1, dtype=jnp.float32) + 1.0)
     ups = jnp.arange(n, dtype=jnp.int32)[None, :]
-    valid = ups <= others[:, None]
-    log_binomial = -log_factorials[ups] - log_factorials[jnp.where(valid, others[:, None] - ups, 0)]
-    rest_sum = (pinned_sum[:, None] + 2 * ups - others[:, None]).astype(jnp.float32)
-    common = log_binomial + beta / (2 * n) * rest_sum**2 + h * rest_sum
-    common = jnp.where(valid, common, -jnp.inf)
-    common = common - jnp.max(common, axis=1, keepdims=True)
-    tilt = beta / n * rest_sum + h
-    rows = jnp.stack(
-        [jax.nn.logsumexp(common - tilt, axis=1), jax.nn.logsumexp(common + tilt, axis=1)],
-        axis=1,
-    )
+
+    def rows_of(lengths: Array) -> Array:
+        """``[C, 2]`` conditionals for ``C`` prefix lengths (a ``[C, n]`` computation)."""
+        pinned_sum = prefix_sums[lengths]
+        others = jnp.maximum(n - 1 - lengths, 0)
+        valid = ups <= others[:, None]
+        log_binomial = (
+            -log_factorials[ups] - log_factorials[jnp.where(valid, others[:, None] - ups, 0)]
+        )
+        rest_sum = (pinned_sum[:, None] + 2 * ups - others[:, None]).astype(jnp.float32)
+        common = log_binomial + beta / (2 * n) * rest_sum**2 + h * rest_sum
+        common = jnp.where(valid, common, -jnp.inf)
+        common = common - jnp.max(common, axis=1, keepdims=True)
+        tilt = beta / n * rest_sum + h
+        return jnp.stack(
+            [jax.nn.logsumexp(common - tilt, axis=1), jax.nn.logsumexp(common + tilt, axis=1)],
+            axis=1,
+        )
+
+    # rows in chunks of about 2^22 / n: memory O(2^22) floats however many rows are asked
+    num_rows = prefix_lengths.shape[0]
+    chunk = max(1, min(num_rows, _CHUNK_ELEMENTS // n))
+    if chunk >= num_rows:
+        rows = rows_of(prefix_lengths)
+    else:
+        padded = jnp.pad(prefix_lengths, (0, (-num_rows) % chunk)).reshape(-1, chunk)
+        rows = jax.lax.map(rows_of, padded).reshape(-1, 2)[:num_rows]
     del sites  # every free site has the same conditional
     return rows - jax.nn.logsumexp(rows, axis=1, keepdims=True)
 
