@@ -13,8 +13,11 @@
 import doctest
 import importlib
 import importlib.util
+import json
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -55,14 +58,31 @@ def test_pages_with_python_blocks_are_run():
         assert python_blocks(read(page)), f"docs/{page} has no python blocks for {test}"
 
 
+_RUNNER = """
+import json, sys
+page, blocks = json.loads(sys.stdin.read())
+namespace = {"__name__": "docs_" + page.replace("/", "_").removesuffix(".md")}
+for index, block in enumerate(blocks):
+    exec(compile(block, f"docs/{page}, python block {index}", "exec"), namespace)
+"""
+
+
 @pytest.mark.parametrize("page", PAGES_WITH_CODE)
 def test_python_blocks_run(page):
-    namespace = {"__name__": f"docs_{page.replace('/', '_').removesuffix('.md')}"}
-    for index, block in enumerate(python_blocks(read(page))):
-        try:
-            exec(compile(block, f"docs/{page}, python block {index}", "exec"), namespace)
-        except Exception as error:
-            raise AssertionError(f"docs/{page}, python block {index} failed") from error
+    """The blocks of a page run in order in one namespace, in a fresh Python process (as a
+    reader runs them, with the suite's strict JAX settings): a page's result does not depend on
+    the tests that ran before it in the same worker."""
+    environment = dict(os.environ, JAX_PLATFORMS="cpu", JAX_NUMPY_RANK_PROMOTION="raise")
+    completed = subprocess.run(
+        [sys.executable, "-c", _RUNNER],
+        input=json.dumps([page, python_blocks(read(page))]),
+        capture_output=True,
+        text=True,
+        cwd=os.path.dirname(DOCS),
+        env=environment,
+        check=False,
+    )
+    assert completed.returncode == 0, f"docs/{page} failed:\n{completed.stderr[-3000:]}"
 
 
 # Modules rendered in the API reference whose docstring examples no other test runs.
