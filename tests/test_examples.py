@@ -26,12 +26,20 @@ def load(name):
             ["--num-steps", "20", "--hidden-size", "16", "--num-samples", "4", "--eval-orders", "1"]
             + ["--no-progress-bar"],
         ),
+        (
+            "code_infilling",
+            ["--num-positions", "32", "--model-size", "16", "--num-layers", "1"]
+            + ["--num-heads", "2", "--num-steps", "5", "--batch-size", "4", "--eval-sequences", "4"]
+            + ["--num-examples", "1", "--span-length", "8", "--num-draws", "1"]
+            + ["--no-progress-bar"],
+        ),
     ],
 )
 def test_example_runs(name, argv, tmp_path, capsys):
     module = load(name)
     assert module.__doc__ and "Run::" in module.__doc__
-    result = module.main(module.parse_args(argv + ["--out", str(tmp_path)]))
+    extra = ["--cache-dir", str(tmp_path / "cache")] if name == "code_infilling" else []
+    result = module.main(module.parse_args(argv + extra + ["--out", str(tmp_path)]))
     assert os.path.getsize(result["figure"]) > 10_000
     assert "figure saved" in capsys.readouterr().out
 

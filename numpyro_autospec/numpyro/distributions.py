@@ -25,10 +25,13 @@ import numpy as np
 from jax import Array
 from numpyro.distributions import Distribution, constraints
 
-from numpyro_autospec.oracles.base import AnyOrderOracle
+from numpyro_autospec.defects import raise_if_defect
+from numpyro_autospec.oracles.base import AnyOrderOracle, as_oracle
+from numpyro_autospec.oracles.consistency import check_block_form_signature
 from numpyro_autospec.oracles.validation import (
     check_oracle_signature,
     check_permutation,
+    log_marginals_defect,
     validate_oracle,
 )
 from numpyro_autospec.processes.any_order import AnyOrderProcess
@@ -220,7 +223,10 @@ class AnyOrderAR(OracleDistribution):
                 raise ValueError(
                     f"AnyOrderAR: {label}={value} but the oracle has {label}={declared}"
                 )
-        check_oracle_signature(oracle, n, q, name=f"oracle {_oracle_label(oracle)}")
+        if isinstance(oracle, AnyOrderOracle) and oracle.depends_on_order:
+            check_block_form_signature(oracle, name=f"oracle {_oracle_label(oracle)}")
+        else:
+            check_oracle_signature(oracle, n, q, name=f"oracle {_oracle_label(oracle)}")
         if observed_mask is None:
             if observed is not None:
                 raise ValueError(
@@ -294,13 +300,28 @@ class AnyOrderAR(OracleDistribution):
         )
 
     def validate_oracle(self, name: str) -> None:
+        oracle = as_oracle(self.oracle, self.num_positions, self.num_categories)
+        if oracle.depends_on_order:
+            # the block form on one probe: every site given its prefix of the identity order
+            n = self.num_positions
+            steps = jnp.arange(n, dtype=jnp.int32)
+            rows = oracle.log_conditionals(jnp.zeros(n, jnp.int32), steps, steps, steps)
+            code, row = log_marginals_defect(rows, jnp.zeros(n, bool))
+            raise_if_defect(
+                code,
+                row,
+                name=f"oracle of site {name!r} ({_oracle_label(self.oracle)}.log_conditionals)",
+            )
+            return
         validate_oracle(
             self.oracle, self.num_positions, self.num_categories, name=f"oracle of site {name!r}"
         )
 
     def dependency_probe(self) -> Array:
         n = self.num_positions
-        answer = self.oracle(jnp.zeros(n, jnp.int32), jnp.zeros(n, bool))
+        steps = jnp.arange(n, dtype=jnp.int32)
+        oracle = as_oracle(self.oracle, n, self.num_categories)
+        answer = oracle.log_conditionals(jnp.zeros(n, jnp.int32), steps, steps, steps)
         probe = jnp.sum(jnp.where(jnp.isfinite(answer), answer, 0.0))
         if self.observed is not None:
             probe = probe + jnp.sum(self.observed)
@@ -313,11 +334,16 @@ class AnyOrderAR(OracleDistribution):
         n = self.num_positions
         if sites.size == 0:
             return jnp.zeros((), jnp.float32)
-        rank = np.full(n, -1, np.int64)
-        rank[sites] = np.arange(sites.size)
-        before = pinned[None, :] | ((rank[None, :] >= 0) & (rank[None, :] < rank[sites, None]))
-        answers = jax.vmap(self.oracle, (None, 0))(values, jnp.asarray(before))
-        picked = answers[jnp.arange(sites.size), jnp.asarray(sites), values[jnp.asarray(sites)]]
+        # pinned sites first (index order), then ``sites``: row j given the first P + j
+        order = np.concatenate([np.flatnonzero(pinned), sites]).astype(np.int32)
+        ranks = np.full(n, n, np.int32)
+        ranks[order] = np.arange(order.size, dtype=np.int32)
+        prefix = int(pinned.sum()) + np.arange(sites.size, dtype=np.int32)
+        oracle = as_oracle(self.oracle, n, self.num_categories)
+        rows = oracle.log_conditionals(
+            values, jnp.asarray(ranks), jnp.asarray(sites, jnp.int32), jnp.asarray(prefix)
+        )
+        picked = rows[jnp.arange(sites.size), values[jnp.asarray(sites)]]
         return jnp.sum(picked)
 
     def log_prob(self, value: Array) -> Array:

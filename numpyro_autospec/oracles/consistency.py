@@ -34,7 +34,8 @@ def check_block_form_signature(oracle: AnyOrderOracle, *, name: str = "oracle") 
         jax.ShapeDtypeStruct((2,), jnp.int32),
     )
     try:
-        output = jax.eval_shape(oracle.log_conditionals, *specs)
+        # a fresh function: jit's cache never compares the oracle (whose weights may be traced)
+        output = jax.eval_shape(lambda *args: oracle.log_conditionals(*args), *specs)
     except Exception as error:
         raise OracleError(
             f"{name}: log_conditionals could not be traced on (x: int32[{n}], ranks: "
