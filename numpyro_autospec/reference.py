@@ -82,7 +82,7 @@ class _Jitted:
     def __init__(self, process, policy):
         self.process = process
         rows = policy.answer_rows
-        block_scoring = bool(getattr(process, "scores_blocks", False))
+        self.block_scoring = block_scoring = bool(process.scores_blocks)
         self.query = jax.jit(lambda x, k: process.query(x, k, rows))
         self.step_query = jax.jit(lambda x, k: process.query(x, k, 1))
         for name in ("output", "init"):
@@ -171,7 +171,7 @@ class _Sampler:
         self.config = config.validate()
         self.policy = config.root_policy(self.n, has_discrete_steps(process))
         self.p = _jitted(process, self.policy)
-        self.block_scoring = bool(getattr(process, "scores_blocks", False))
+        self.block_scoring = self.p.block_scoring
         self.leaf = self.policy.leaf_size
 
     def _wants_lookahead(self, end: int) -> bool:

@@ -90,7 +90,7 @@ def buckets(largest: int, smallest: int = 16) -> tuple[int, ...]:
 def has_batched_forms(process) -> bool:
     """Whether ``process`` declares the batched single-step forms ``query_batch`` and
     ``score_batch`` (declared by ``batched_queries = True``)."""
-    return bool(getattr(process, "batched_queries", False))
+    return bool(process.batched_queries)
 
 
 def nbytes(tree) -> int:

@@ -69,10 +69,14 @@ def block_demand(context: Context, pool: Pool) -> Array:
 
 
 def record_defect(context: Context, state, valid, x, step, answers, slot, pool) -> Array:
-    """The first defective answer of a batch, if none was recorded before."""
+    """The first defective answer of a batch, if none was recorded before.  ``x is None``
+    (answers read in place, without the queries' states): the generic NaN/infinity check."""
     if not context.validate:
         return state.defect
-    codes, rows_hit = jax.vmap(context.answer_defect)(x, step, answers)
+    if x is None:
+        codes, rows_hit = jax.vmap(nonfinite_defect)(answers)
+    else:
+        codes, rows_hit = jax.vmap(context.answer_defect)(x, step, answers)
     bad = valid & (codes > 0)
     first = jnp.argmax(bad)
     record = jnp.stack([codes[first], rows_hit[first], step[first], pool.draw[slot[first]]])
@@ -167,16 +171,7 @@ def step_round(context: Context, state: EngineState, batch: int) -> EngineState:
     else:
         x = gather(pool.x, slot)
         answers = jax.vmap(lambda x, k: process.query(x, k, 1))(x, step)
-    defect = state.defect
-    if context.validate:
-        if x is None:
-            codes, rows_hit = jax.vmap(nonfinite_defect)(answers)
-            bad = valid & (codes > 0)
-            first = jnp.argmax(bad)
-            record = jnp.stack([codes[first], rows_hit[first], step[first], pool.draw[slot[first]]])
-            defect = jnp.where(jnp.any(bad) & (defect[0] == 0), record, defect)
-        else:
-            defect = record_defect(context, state, valid, x, step, answers, slot, pool)
+    defect = record_defect(context, state, valid, x, step, answers, slot, pool)
 
     # scoring queries: accumulate target log-densities (and rows for verification)
     in_block = valid & scoring & (step < pool.block_end[slot])

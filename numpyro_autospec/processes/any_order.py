@@ -109,7 +109,6 @@ class AnyOrderProcess:
         if n < 1 or q < 1:
             raise ValueError(f"site {name!r}: need num_positions >= 1 and num_categories >= 1")
         self.oracle = as_oracle(log_marginals, n, q)
-        self.log_marginals = log_marginals
         self.oracle_name = getattr(log_marginals, "__qualname__", type(log_marginals).__name__)
         #: declared fast path: ``score_block`` is one oracle evaluation
         self.scores_blocks = bool(self.oracle.scores_blocks)
