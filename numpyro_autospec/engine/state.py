@@ -27,7 +27,21 @@ class Samples(NamedTuple):
     """Draws with the cost the scheduler executed for each (leading axis: draw): ``rounds``
     (batched oracle calls), ``queries`` (oracle evaluations: a speculation query, a
     single-step query and a block-scoring call each count one) and ``conditionals`` (rows of
-    conditionals the oracle returned)."""
+    conditionals the oracle returned).
+
+    Example
+    -------
+    >>> import jax
+    >>> from numpyro_autospec.engine import run
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(4, beta=0.5), 4, 2)
+    >>> samples = run(process, jax.random.split(jax.random.PRNGKey(0), 2))
+    >>> samples._fields
+    ('value', 'rounds', 'queries', 'conditionals')
+    >>> samples.value.shape, samples.rounds.shape, bool((samples.rounds <= samples.queries).all())
+    ((2, 4), (2,), True)
+    """
 
     value: Any
     rounds: Array
