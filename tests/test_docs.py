@@ -111,3 +111,42 @@ def test_griffe_extension_renders_rest_as_markdown():
         "2",
         "```",
     ]
+
+
+def test_griffe_extension_moves_an_example_after_fields_before_them():
+    """In reST a paragraph at the margin ends a field list; Griffe's sphinx parser would read
+    it as part of the last field, so the extension moves it before the first field."""
+    pytest.importorskip("griffe")  # the docs extra
+    path = os.path.join(DOCS, "griffe_rest.py")
+    spec = importlib.util.spec_from_file_location("griffe_rest", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = "\n".join(
+        [
+            "Twice ``x``.",
+            "",
+            ":param x: a number,",
+            "    any number.",
+            ":raises ValueError: never.",
+            "",
+            ">>> twice(2)",
+            "4",
+        ]
+    )
+    assert module.rest_to_markdown(text).splitlines() == [
+        "Twice ``x``.",
+        "",
+        "```pycon",
+        ">>> twice(2)",
+        "4",
+        "```",
+        "",
+        ":param x: a number,",
+        "    any number.",
+        ":raises ValueError: never.",
+    ]
+    unchanged = "Twice ``x``.\n\n:param x: a number.\n:math:`x` is not a field."
+    assert module.rest_to_markdown(unchanged).splitlines()[2:] == [
+        ":param x: a number.",
+        "\\(x\\) is not a field.",
+    ]
