@@ -200,3 +200,13 @@ def test_checks_catch_a_missing_example_and_an_unrendered_module():
     targets = rendered_targets()
     assert "numpyro_autospec.oracles.base" in targets
     assert "numpyro_autospec.oracles" not in targets  # rendered with members: false
+
+
+def test_a_module_without_its_optional_dependency_is_skipped_with_the_reason(monkeypatch):
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: None if name == "equinox" else find_spec(name)
+    )
+    with pytest.raises(pytest.skip.Exception, match="needs equinox, which is not installed"):
+        import_or_skip("numpyro_autospec.learned.training")
+    assert import_or_skip("numpyro_autospec.rejection").__name__ == "numpyro_autospec.rejection"
