@@ -12,7 +12,10 @@ extension rewrites, before the docstrings are parsed:
   ``:obj:`` into inline code (``C`` for a ``~`` target, the full target otherwise);
 * ``.. code-block:: lang`` blocks into fenced code blocks;
 * doctest blocks (``>>>`` lines and their output) outside a numpy ``Example(s)`` section into
-  fenced ``pycon`` blocks (the numpy parser already renders those inside such a section).
+  fenced ``pycon`` blocks (the numpy parser already renders those inside such a section);
+* paragraphs at the margin after a reST field list (``:param x:`` ... then an example) before
+  the list: in reST such a paragraph ends the list, but Griffe's sphinx parser reads every line
+  up to the next field as part of the last field (the example would land in its table cell).
 
 It never changes the source files; loaded from ``mkdocs.yml`` (``extensions:`` of the python
 handler).
@@ -33,6 +36,11 @@ _DIRECTIVE = re.compile(
 _NUMPY_EXAMPLES = re.compile(r"^[ \t]*Examples?[ \t]*$")
 _NUMPY_UNDERLINE = re.compile(r"^[ \t]*-{3,}[ \t]*$")
 _NUMPY_HEADER = re.compile(r"^[ \t]*[A-Z][A-Za-z ]+[ \t]*$")
+# the fields Griffe's sphinx parser reads (a line at the margin starting one starts a field)
+_FIELD = re.compile(
+    r"^:(?:param|parameter|arg|argument|key|keyword|type|raises?|except|exception|var|ivar|cvar"
+    r"|vartype|returns?|rtype|yields?)\b"
+)
 
 
 def _xref(match: re.Match[str]) -> str:
@@ -44,6 +52,39 @@ def _xref(match: re.Match[str]) -> str:
 
 def _indent_of(line: str) -> int:
     return len(line) - len(line.lstrip())
+
+
+def _paragraphs_after_fields(lines: list[str]) -> list[str]:
+    """Move the paragraphs that follow a field list at the margin (after a blank line) to just
+    before the first field, in order; field bodies (indented lines) stay with their fields.
+
+    A docstring with fields ends with a newline: Griffe's ``auto`` style detects the sphinx
+    style by a field line followed by a newline, which a docstring's only field, when last,
+    lacks."""
+    first = next((i for i, line in enumerate(lines) if _FIELD.match(line)), None)
+    if first is None:
+        return lines
+    fields: list[str] = []
+    moved: list[str] = []
+    in_fields = True
+    for index in range(first, len(lines)):
+        line = lines[index]
+        previous = lines[index - 1]
+        if _FIELD.match(line):
+            in_fields = True
+        elif line.strip() and line == line.lstrip() and not previous.strip():
+            in_fields = False
+        (fields if in_fields else moved).append(line)
+    if not moved:
+        return [*lines, ""]
+    while fields and not fields[-1].strip():
+        fields.pop()
+    while moved and not moved[-1].strip():
+        moved.pop()
+    before = lines[:first]
+    if before and before[-1].strip():
+        before = [*before, ""]
+    return before + moved + [""] + fields + [""]
 
 
 def _directives(lines: list[str]) -> list[str]:
@@ -111,7 +152,7 @@ def _doctests(lines: list[str]) -> list[str]:
 
 def rest_to_markdown(text: str) -> str:
     """The docstring ``text`` with its reST markup rewritten as Markdown (see the module)."""
-    lines = _doctests(_directives(text.splitlines()))
+    lines = _doctests(_directives(_paragraphs_after_fields(text.splitlines())))
     converted = []
     in_fence = False
     for line in lines:

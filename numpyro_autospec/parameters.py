@@ -36,7 +36,14 @@ T = TypeVar("T", bound=type)
 
 
 def is_traced(value: Any) -> bool:
-    """Whether ``value`` (or any leaf of it) is a JAX tracer, i.e. not known on the host."""
+    """Whether ``value`` (or any leaf of it) is a JAX tracer, i.e. not known on the host.
+
+    >>> import jax, jax.numpy as jnp
+    >>> seen = []
+    >>> _ = jax.jit(lambda beta: seen.append(is_traced({"beta": beta})) or beta)(1.0)
+    >>> is_traced(jnp.ones(3)), seen
+    (False, [True])
+    """
     return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(value))
 
 
@@ -102,7 +109,16 @@ fields[1] = nan
 
 def concrete_value(value: Any, name: str, *, owner: str) -> np.ndarray:
     """``value`` as a float64 numpy array for a host-side computation (an exact law by
-    enumeration), or an :class:`~numpyro_autospec.defects.OracleError` if it is traced."""
+    enumeration), or an :class:`~numpyro_autospec.defects.OracleError` if it is traced.
+
+    >>> import jax
+    >>> concrete_value(0.5, "beta", owner="exact_law")
+    array(0.5)
+    >>> jax.jit(lambda beta: concrete_value(beta, "beta", owner="exact_law"))(0.5)
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.defects.OracleError: exact_law: beta is a traced value; this host-side ...
+    """
     if is_traced(value):
         raise OracleError(
             f"{owner}: {name} is a traced value; this host-side computation needs it concrete "
@@ -115,7 +131,18 @@ def register_parameters(data_fields: tuple[str, ...], static_fields: tuple[str, 
     """Class decorator: register the class as a pytree whose children are ``data_fields`` and
     whose auxiliary data are ``static_fields`` (ints, shapes).  Unflattening bypasses
     ``__init__`` (children may be tracers or placeholders: no checks).  Equality and hashing
-    stay those of ``object`` (identity)."""
+    stay those of ``object`` (identity).
+
+    >>> import jax, jax.numpy as jnp
+    >>> @register_parameters(data_fields=("scale",), static_fields=("size",))
+    ... class Scaled:
+    ...     def __init__(self, scale, size):
+    ...         self.scale, self.size = scale, size
+    >>> jax.tree.leaves(Scaled(2.0, 3))
+    [2.0]
+    >>> jax.jit(lambda scaled: scaled.scale * jnp.ones(scaled.size))(Scaled(2.0, 3)).tolist()
+    [2.0, 2.0, 2.0]
+    """
 
     def register(cls: T) -> T:
         def flatten(obj: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:

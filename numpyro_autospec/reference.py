@@ -54,7 +54,19 @@ __all__ = ["Draw", "sample", "sample_many"]
 
 
 class Draw(NamedTuple):
-    """One exact draw with its cost."""
+    """One exact draw with its cost: the ``value``, the number of parallel ``rounds`` of
+    oracle queries and the total number of ``queries`` it took.
+
+    Example
+    -------
+    >>> import jax
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(4, beta=0.5), 4, 2)
+    >>> draw = sample(process, jax.random.PRNGKey(0))
+    >>> draw._fields, draw.value.shape, 1 <= draw.rounds <= draw.queries
+    (('value', 'rounds', 'queries'), (4,), True)
+    """
 
     value: Any
     rounds: int
@@ -317,7 +329,22 @@ def sample(process, key, config: SamplerConfig | None = None) -> Draw:
 
 def sample_many(process, key, num_draws: int, config: SamplerConfig | None = None):
     """``num_draws`` independent draws (keys ``split(key, num_draws)``); returns stacked
-    values and numpy arrays of rounds and queries."""
+    values and numpy arrays of rounds and queries.
+
+    Example
+    -------
+    >>> import jax
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(4, beta=0.5), 4, 2)
+    >>> key = jax.random.PRNGKey(0)
+    >>> values, rounds, queries = sample_many(process, key, 3)
+    >>> values.shape, rounds.shape, queries.shape
+    ((3, 4), (3,), (3,))
+    >>> second = sample(process, jax.random.split(key, 3)[1])  # the same draw, on its own
+    >>> values[1].tolist() == second.value.tolist(), int(rounds[1]) == second.rounds
+    (True, True)
+    """
     sampler = _Sampler(process, config or SamplerConfig())
     draws = [sampler.draw(k) for k in jax.random.split(key, num_draws)]
     values = jax.tree.map(lambda *leaves: np.stack(leaves), *[d.value for d in draws])

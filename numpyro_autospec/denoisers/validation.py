@@ -55,7 +55,15 @@ _MAX_PROBE_TIMES = 16
 class DenoiserError(OracleError):
     """A denoiser, one of its parameters or a time grid violates the contract of
     :class:`~.base.Denoiser` (an :class:`~numpyro_autospec.defects.OracleError`: the denoiser
-    is the oracle of the diffusion process)."""
+    is the oracle of the diffusion process).
+
+    >>> issubclass(DenoiserError, OracleError)
+    True
+    >>> check_denoiser_signature(lambda t, y: y, dim=0)
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.denoisers.validation.DenoiserError: dim must be a positive integer, got 0
+    """
 
 
 def check_denoiser_signature(
@@ -71,6 +79,13 @@ def check_denoiser_signature(
     :raises DenoiserError: if ``dim`` is not a positive integer, if ``denoiser.dim`` exists and
         differs from ``dim``, if tracing fails, or if the output is not a single float32 array
         of shape ``(dim,)``.
+
+    >>> check_denoiser_signature(lambda t, y: (1.0 - t) * y, dim=3)  # passes: returns None
+    >>> check_denoiser_signature(lambda t, y: y[:2], dim=3, name="half")
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.denoisers.validation.DenoiserError: half must return float32[3] \
+(shape (3,)), got float32[2] (shape (2,))
     """
     if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or dim < 1:
         raise DenoiserError(f"dim must be a positive integer, got {dim!r}")

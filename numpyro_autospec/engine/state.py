@@ -27,7 +27,24 @@ class Samples(NamedTuple):
     """Draws with the cost the scheduler executed for each (leading axis: draw): ``rounds``
     (batched oracle calls), ``queries`` (oracle evaluations: a speculation query, a
     single-step query and a block-scoring call each count one) and ``conditionals`` (rows of
-    conditionals the oracle returned)."""
+    conditionals the oracle returned).
+
+    Both samplers return them: the engine (:func:`~numpyro_autospec.engine.run`) and, below,
+    the sequential sampler, which takes one round per step and counts no conditionals.
+
+    Example
+    -------
+    >>> import jax
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> from numpyro_autospec.sequential import sequential_run
+    >>> process = AnyOrderProcess(CurieWeissOracle(4, beta=0.5), 4, 2)
+    >>> samples = sequential_run(process, jax.random.split(jax.random.PRNGKey(0), 2))
+    >>> samples._fields
+    ('value', 'rounds', 'queries', 'conditionals')
+    >>> samples.value.shape, samples.rounds.tolist(), samples.conditionals
+    ((2, 4), [4, 4], None)
+    """
 
     value: Any
     rounds: Array

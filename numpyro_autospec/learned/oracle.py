@@ -45,7 +45,15 @@ _MAX_CONFIGURATIONS = 1 << 16
 def learned_log_marginals(network: Callable[[Array, Array], Array], x: Array, mask: Array) -> Array:
     """Functional core of :class:`LearnedOracle`: ``network(x, mask)`` as float32 log-
     probabilities ``[n, q]``, renormalized per row (a network may return plain logits); the
-    network is an argument, so ``jit`` compiles once per architecture, not once per weights."""
+    network is an argument, so ``jit`` compiles once per architecture, not once per weights.
+
+    >>> import numpy as np, jax.numpy as jnp
+    >>> def logits(x, mask):  # unnormalized: odds 1 : 3 at both sites
+    ...     return jnp.array([[0.0, jnp.log(3.0)], [1.0, 1.0 + jnp.log(3.0)]])
+    >>> answer = learned_log_marginals(logits, jnp.zeros(2, jnp.int32), jnp.zeros(2, bool))
+    >>> answer.dtype, np.exp(np.asarray(answer, float)).round(3).tolist()
+    (dtype('float32'), [[0.25, 0.75], [0.25, 0.75]])
+    """
     answer = network(jnp.asarray(x, jnp.int32), jnp.asarray(mask, bool))
     return jax.nn.log_softmax(jnp.asarray(answer, jnp.float32), axis=-1)
 

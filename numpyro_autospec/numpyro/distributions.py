@@ -72,6 +72,16 @@ class OracleDistribution(Distribution):
     :class:`~numpyro_autospec.numpyro.kernel.AutospecKernel` runs the same process with the
     autospeculation engine (same law, far fewer rounds).  Batch shape is always ``()``: put
     several independent draws in a :class:`numpyro.plate` or use ``sample_shape``.
+
+    >>> import jax
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> d = AnyOrderAR(CurieWeissOracle(4, beta=0.5), num_positions=4, num_categories=2)
+    >>> isinstance(d, OracleDistribution), d.batch_shape, d.event_shape
+    (True, (), (4,))
+    >>> d.make_process("spins").num_steps  # the process both samplers run
+    4
+    >>> float(jax.jit(lambda d: 2 * d.oracle.beta)(d))  # beta is data: traced inside jit
+    1.0
     """
 
     pytree_data_fields = ()

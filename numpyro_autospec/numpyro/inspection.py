@@ -41,7 +41,18 @@ _ALTERNATIVES = "use NUTS/HMC, DiscreteHMCGibbs, MixedHMC or HMCGibbs instead"
 
 class UnsupportedModelError(ValueError):
     """The model has a site that ``AutospecKernel`` cannot draw exactly; the message names it
-    and says what to use instead."""
+    and says what to use instead.
+
+    >>> import numpyro, numpyro.distributions as dist
+    >>> def regression():  # a latent site with an observed descendant: needs inference
+    ...     mean = numpyro.sample("mean", dist.Normal(0.0, 1.0))
+    ...     numpyro.sample("y", dist.Normal(mean, 1.0), obs=0.5)
+    >>> inspect_model(regression)
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.numpyro.inspection.UnsupportedModelError: observed site 'y' depends on \
+the latent site 'mean', which would have to be drawn from its posterior, not its prior; use ...
+    """
 
 
 class ModelInspection(NamedTuple):
@@ -55,6 +66,19 @@ class ModelInspection(NamedTuple):
     :ivar z_like: a zero value of the draw, ``{site: array}`` (for the initial state).
     :ivar num_steps: steps of one joint draw, summed over the oracle sites and their draws
         (``N`` per draw of an ``AnyOrderAR`` site: its free entries).
+
+    >>> import numpyro, numpyro.distributions as dist
+    >>> from numpyro_autospec.numpyro import AnyOrderAR
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> def model():
+    ...     beta = numpyro.sample("beta", dist.Uniform(0.2, 1.0))
+    ...     with numpyro.plate("chains", 3):
+    ...         numpyro.sample("spins", AnyOrderAR(CurieWeissOracle(4, beta=beta), 4, 2))
+    >>> inspection = inspect_model(model)
+    >>> inspection.oracle_sites, inspection.latent_sites, inspection.oracle_parents
+    (('spins',), ('beta',), {'spins': ('beta',)})
+    >>> inspection.num_steps, inspection.z_like["spins"].shape
+    (12, (3, 4))
     """
 
     oracle_sites: tuple[str, ...]
@@ -190,6 +214,21 @@ def inspect_model(
         a plate, ``.expand``, ``.mask`` or ``.to_event`` (e.g. a transformed distribution), or
         an ``obs_mask`` over the entries of one oracle draw instead of over its plates.
     :raises ValueError: naming the site, for observed values outside an oracle site's support.
+
+    >>> import numpy as np, numpyro
+    >>> from numpyro_autospec.numpyro import AnyOrderAR
+    >>> from numpyro_autospec.oracles import TableOracle
+    >>> oracle = TableOracle(np.log([[0.4, 0.1], [0.2, 0.3]]))
+    >>> def model():
+    ...     numpyro.sample("x", AnyOrderAR(oracle, 2, 2))
+    >>> inspect_model(model).oracle_sites
+    ('x',)
+    >>> def out_of_support():
+    ...     numpyro.sample("x", AnyOrderAR(oracle, 2, 2), obs=np.array([0, 2]))
+    >>> inspect_model(out_of_support)
+    Traceback (most recent call last):
+    ...
+    ValueError: site 'x': value 2 at index 1 is outside the support [0, 2)
     """
     model_kwargs = model_kwargs or {}
     with jax.ensure_compile_time_eval():

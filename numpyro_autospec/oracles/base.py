@@ -70,7 +70,20 @@ def marginal_conditionals(
     prefix_lengths: Array,
 ) -> Array:
     r"""The block form derived from the set form: row :math:`j` is row ``sites[j]`` of
-    ``log_marginals(x, ranks < prefix_lengths[j])``, one evaluation per row."""
+    ``log_marginals(x, ranks < prefix_lengths[j])``, one evaluation per row.
+
+    Two sites, the order visiting site 1 first (``ranks = [1, 0]``): row 0 is the marginal of
+    :math:`X_1`, row 1 the law of :math:`X_0` given :math:`X_1 = 0`:
+
+    >>> import numpy as np, jax.numpy as jnp
+    >>> from numpyro_autospec.oracles import TableOracle
+    >>> oracle = TableOracle(np.log([[0.4, 0.1], [0.2, 0.3]]))  # p(x_0, x_1)
+    >>> rows = marginal_conditionals(
+    ...     oracle.log_marginals, jnp.array([1, 0]), ranks=jnp.array([1, 0]),
+    ...     sites=jnp.array([1, 0]), prefix_lengths=jnp.array([0, 1]))
+    >>> np.exp(np.asarray(rows, float)).round(3).tolist()
+    [[0.6, 0.4], [0.667, 0.333]]
+    """
 
     def row(site: Array, length: Array) -> Array:
         return log_marginals(x, ranks < length)[site]
@@ -129,6 +142,15 @@ class FunctionOracle(AnyOrderOracle):
     :param log_marginals: the JAX-traceable function.
     :param num_positions: :math:`n`.
     :param num_categories: :math:`q`.
+
+    >>> import jax.numpy as jnp
+    >>> def uniform(x, mask):
+    ...     return jnp.full((3, 2), jnp.log(0.5))
+    >>> oracle = FunctionOracle(uniform, num_positions=3, num_categories=2)
+    >>> oracle
+    FunctionOracle(uniform, num_positions=3, num_categories=2)
+    >>> oracle(jnp.zeros(3, jnp.int32), jnp.zeros(3, bool)).shape
+    (3, 2)
     """
 
     def __init__(
@@ -169,7 +191,16 @@ def as_oracle(
     num_categories: int,
 ) -> AnyOrderOracle:
     """``oracle`` itself if it is an :class:`AnyOrderOracle`, else the plain function
-    ``(x, mask) -> [n, q]`` wrapped in a :class:`FunctionOracle`."""
+    ``(x, mask) -> [n, q]`` wrapped in a :class:`FunctionOracle`.
+
+    >>> import jax.numpy as jnp
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> oracle = CurieWeissOracle(3, beta=0.5)
+    >>> as_oracle(oracle, 3, 2) is oracle
+    True
+    >>> as_oracle(lambda x, mask: jnp.full((3, 2), jnp.log(0.5)), 3, 2)
+    FunctionOracle(<lambda>, num_positions=3, num_categories=2)
+    """
     if isinstance(oracle, AnyOrderOracle):
         return oracle
     return FunctionOracle(oracle, num_positions, num_categories)

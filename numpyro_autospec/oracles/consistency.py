@@ -25,6 +25,19 @@ def check_block_form_signature(oracle: AnyOrderOracle, *, name: str = "oracle") 
     ``(int32[n], int32[n], int32[2], int32[2])`` to a float ``[2, q]`` array.
 
     :raises OracleError: naming ``name``, the shape and the dtype it returned.
+
+    >>> import jax.numpy as jnp
+    >>> from numpyro_autospec.oracles import AnyOrderOracle, CurieWeissOracle
+    >>> check_block_form_signature(CurieWeissOracle(3, beta=0.5))  # passes: returns None
+    >>> class OneRow(AnyOrderOracle):
+    ...     num_positions, num_categories = 3, 2
+    ...     def log_conditionals(self, x, ranks, sites, prefix_lengths):
+    ...         return jnp.zeros(2)  # one row of q values, not L rows
+    >>> check_block_form_signature(OneRow(), name="OneRow")
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.defects.OracleError: OneRow: log_conditionals must return one array of \
+shape (L, 2) = (2, 2) for L = 2 requested rows, got (2,)
     """
     n, q = oracle.num_positions, oracle.num_categories
     specs = (
@@ -67,6 +80,21 @@ def check_block_form(
     :param oracle: a set-form oracle (``depends_on_order`` False).
     :raises OracleError: naming the first probe, row and site where the two forms differ by
         more than ``atol`` (probabilities compared, so ``-inf`` entries agree).
+
+    >>> import jax.numpy as jnp
+    >>> from numpyro_autospec.oracles import AnyOrderOracle, CurieWeissOracle
+    >>> check_block_form(CurieWeissOracle(4, beta=0.5))  # its one-pass block form agrees
+    >>> class Inconsistent(AnyOrderOracle):
+    ...     num_positions, num_categories, scores_blocks = 3, 2, True
+    ...     def log_marginals(self, x, mask):
+    ...         return jnp.full((3, 2), jnp.log(0.5))
+    ...     def log_conditionals(self, x, ranks, sites, prefix_lengths):
+    ...         return jnp.log(jnp.tile(jnp.array([0.9, 0.1]), (sites.shape[0], 1)))
+    >>> check_block_form(Inconsistent(), name="Inconsistent")
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.defects.OracleError: Inconsistent: log_conditionals disagrees with \
+log_marginals: probe 0, row 0 (site ...): probabilities differ by 0.4 > 0.0001
     """
     if oracle.depends_on_order:
         raise OracleError(f"{name}: depends on the order of the prefix: it has no set form")

@@ -32,7 +32,20 @@ def _log_binomials(count: int) -> np.ndarray:
 
 def curie_weiss_log_marginals(beta: ArrayLike, h: ArrayLike, x: Array, mask: Array) -> Array:
     """Functional core of :class:`CurieWeissOracle` (``n = x.shape[0]``); ``beta`` and ``h``
-    may be traced."""
+    may be traced.
+
+    Two sites, site 1 pinned up: :math:`p(s_0 = +1 \\mid s_1 = +1) = \\sigma(\\beta)`, and its
+    derivative in :math:`\\beta` through a traced ``beta``:
+
+    >>> import jax, numpy as np, jax.numpy as jnp
+    >>> x, mask = jnp.array([0, 1]), jnp.array([False, True])
+    >>> rows = curie_weiss_log_marginals(1.0, 0.0, x, mask)
+    >>> rows.shape, np.exp(np.asarray(rows[0], float)).round(3).tolist()
+    ((2, 2), [0.269, 0.731])
+    >>> slope = jax.grad(lambda beta: curie_weiss_log_marginals(beta, 0.0, x, mask)[0, 1])(1.0)
+    >>> round(float(slope), 3)  # 1 - sigma(1)
+    0.269
+    """
     x, mask = jnp.asarray(x), jnp.asarray(mask, bool)
     n = x.shape[0]
     pinned_sum = jnp.sum(jnp.where(mask, 2 * x.astype(jnp.int32) - 1, 0))

@@ -19,7 +19,18 @@ def hopfield_log_marginals(
     patterns: Array, beta: ArrayLike, h: ArrayLike, x: Array, mask: Array
 ) -> Array:
     """Functional core of :class:`HopfieldOracle`: ``[n, 2]`` log conditionals, column 0 for
-    :math:`s_i = -1` and column 1 for :math:`s_i = +1`; every argument may be traced."""
+    :math:`s_i = -1` and column 1 for :math:`s_i = +1`; every argument may be traced.
+
+    One pattern :math:`\\xi = (1, 1)`, site 1 pinned up: the overlap is :math:`m = 1/2`, the
+    field at site 0 is :math:`\\beta m = 1/2` and :math:`p(s_0 = +1) = \\sigma(1)`:
+
+    >>> import numpy as np, jax.numpy as jnp
+    >>> patterns = jnp.array([[1.0, 1.0]])
+    >>> rows = hopfield_log_marginals(
+    ...     patterns, 1.0, 0.0, jnp.array([0, 1]), jnp.array([False, True]))
+    >>> np.exp(np.asarray(rows[0], float)).round(3).tolist()
+    [0.269, 0.731]
+    """
     patterns = jnp.asarray(patterns, jnp.float32)
     spins = jnp.where(jnp.asarray(mask, bool), 2.0 * jnp.asarray(x, jnp.float32) - 1.0, 0.0)
     overlaps = (patterns @ spins) / patterns.shape[1]

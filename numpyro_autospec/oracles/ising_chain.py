@@ -61,7 +61,17 @@ def _messages(couplings: Array, fields: Array, clamp: Array) -> _Messages:
 
 def ising_chain_log_marginals(couplings: Array, fields: Array, x: Array, mask: Array) -> Array:
     """Functional core of :class:`IsingChainOracle`: conditionals ``[n, 2]`` given ``x`` on
-    ``mask``; the couplings ``[n - 1]`` and fields ``[n]`` may be traced."""
+    ``mask``; the couplings ``[n - 1]`` and fields ``[n]`` may be traced.
+
+    Two sites with coupling :math:`J = 1/2` and no field, site 1 pinned up:
+    :math:`p(s_0 = +1 \\mid s_1 = +1) = \\sigma(2J)`, and the pinned site's row is a point mass:
+
+    >>> import numpy as np, jax.numpy as jnp
+    >>> rows = ising_chain_log_marginals(
+    ...     jnp.array([0.5]), jnp.zeros(2), jnp.array([0, 1]), jnp.array([False, True]))
+    >>> np.exp(np.asarray(rows, float)).round(3).tolist()
+    [[0.269, 0.731], [0.0, 1.0]]
+    """
     x, mask = jnp.asarray(x), jnp.asarray(mask, bool)
     off_value = x[:, None] != jnp.arange(2)[None, :]
     clamp = jnp.where(mask[:, None] & off_value, -jnp.inf, 0.0)

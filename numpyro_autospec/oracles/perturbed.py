@@ -36,7 +36,18 @@ def _logsumexp(values: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
 
 def perturbed_log_marginals(log_probs: Array, noise: Array, x: Array, mask: Array) -> Array:
     """Functional core of :class:`PerturbedOracle`: the conditionals of the normalized log-table
-    ``log_probs`` (shape ``(q,)*n``) plus ``noise[c(S)]`` (``noise: [2^n, n, q]``), renormalized."""
+    ``log_probs`` (shape ``(q,)*n``) plus ``noise[c(S)]`` (``noise: [2^n, n, q]``), renormalized.
+
+    Noise :math:`\\log 3` on value 0 of site 0, for the empty mask only (pattern 0), triples
+    the odds of :math:`X_0 = 0` there:
+
+    >>> import numpy as np, jax.numpy as jnp
+    >>> log_probs = jnp.log(jnp.array([[0.4, 0.1], [0.2, 0.3]]))  # X_0 has marginal (1/2, 1/2)
+    >>> noise = jnp.zeros((4, 2, 2)).at[0, 0, 0].set(jnp.log(3.0))
+    >>> rows = perturbed_log_marginals(log_probs, noise, jnp.array([0, 0]), jnp.zeros(2, bool))
+    >>> np.exp(np.asarray(rows[0], float)).round(3).tolist()
+    [0.75, 0.25]
+    """
     mask = jnp.asarray(mask, bool)
     powers = 2 ** jnp.arange(mask.shape[0], dtype=jnp.int32)
     pattern = jnp.sum(jnp.where(mask, powers, 0))

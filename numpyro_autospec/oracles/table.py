@@ -28,6 +28,15 @@ def table_log_marginals(log_probs: Array, x: Array, mask: Array) -> Array:
     configurations are generated from an iota (no ``[q^n, n]`` constant), the table is masked
     flat, and each site's marginal is a reduction of a rank-3 view ``(q^i, q, q^{n-i-1})``:
     high-rank reductions compile very slowly on XLA:CPU.
+
+    >>> import numpy as np, jax.numpy as jnp
+    >>> log_probs = jnp.log(jnp.array([[0.4, 0.1], [0.2, 0.3]]))  # p(x_0, x_1)
+    >>> free = table_log_marginals(log_probs, jnp.array([0, 0]), jnp.array([False, False]))
+    >>> np.exp(np.asarray(free, float)).round(3).tolist()  # the marginals of X_0 and X_1
+    [[0.5, 0.5], [0.6, 0.4]]
+    >>> given = table_log_marginals(log_probs, jnp.array([0, 1]), jnp.array([False, True]))
+    >>> np.exp(np.asarray(given[0], float)).round(3).tolist()  # X_0 given X_1 = 1
+    [0.25, 0.75]
     """
     log_probs, x, mask = jnp.asarray(log_probs), jnp.asarray(x), jnp.asarray(mask, bool)
     n, q = log_probs.ndim, log_probs.shape[0]

@@ -62,7 +62,15 @@ __all__ = [
 
 
 class OracleDefect(NamedTuple):
-    """The first defect of one answer: int32 ``code`` (``DEFECT_*``) and ``row`` (0 if ok)."""
+    """The first defect of one answer: int32 ``code`` (``DEFECT_*``) and ``row`` (0 if ok), as
+    returned by :func:`log_marginals_defect`.
+
+    >>> import jax.numpy as jnp
+    >>> answer = jnp.array([[jnp.log(0.5), jnp.log(0.5)], [0.0, jnp.nan]])
+    >>> defect = log_marginals_defect(answer, jnp.array([False, False]))
+    >>> int(defect.code) == DEFECT_NAN, int(defect.row)
+    (True, 1)
+    """
 
     code: Array
     row: Array

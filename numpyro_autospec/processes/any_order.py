@@ -50,6 +50,17 @@ class AnyOrderState(NamedTuple):
 
     ``values[i]`` is the value of site ``i`` (meaningful once the site is fixed),
     ``order[j]`` the site fixed at position ``j`` (observed sites first), ``rank`` its inverse.
+
+    Example
+    -------
+    >>> import jax, numpy as np
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> process = AnyOrderProcess(
+    ...     CurieWeissOracle(4, beta=0.5), 4, 2,
+    ...     observed_values=np.array([0, 0, 1, 0]), observed_mask=np.array([0, 0, 1, 0], bool))
+    >>> x = process.init(jax.random.PRNGKey(0))
+    >>> int(x.order[0]), int(x.values[2]), x.rank[x.order].tolist(), process.num_steps
+    (2, 1, [0, 1, 2, 3], 3)
     """
 
     values: Array

@@ -50,7 +50,24 @@ Reduced = Any
 
 @runtime_checkable
 class Process(Protocol):
-    """An oracle-driven sequence of ``num_steps`` steps (docs/algorithm.md, section 2)."""
+    """An oracle-driven sequence of ``num_steps`` steps (docs/algorithm.md, section 2).
+
+    Sequential sampling by the chain rule, one single-step query per step, with the methods
+    every process has:
+
+    >>> import jax
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(3, beta=0.5), 3, 2)
+    >>> isinstance(process, Process), process.num_steps, process.final_query
+    (True, 3, False)
+    >>> x = process.init(jax.random.PRNGKey(0))
+    >>> for k in range(process.num_steps):
+    ...     reduced = process.reduce(x, k, process.query(x, k))
+    ...     x = process.target_sample(jax.random.PRNGKey(k + 1), x, k, reduced)
+    >>> process.output(x).shape
+    (3,)
+    """
 
     #: number of steps N (static)
     num_steps: int
@@ -71,7 +88,6 @@ class Process(Protocol):
     def reduce(self, x: State, k: Array, answer: Answer) -> Reduced:
         """What step ``k`` needs from ``query(x, k, .)``."""
 
-
     def target_logp(self, x: State, k: Array, reduced: Reduced) -> Array:
         """:math:`\\log \\mu(\\text{step } k \\text{ of } x \\mid \\text{prefix})`."""
 
@@ -91,7 +107,23 @@ class Process(Protocol):
 @runtime_checkable
 class BlockScoringProcess(Process, Protocol):
     """A process that declares ``scores_blocks = True`` and scores a block in one
-    evaluation."""
+    evaluation.
+
+    Row ``j`` of :meth:`score_block` is what the single-step query of step ``a + j`` reduces
+    to:
+
+    >>> import jax, numpy as np
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(4, beta=0.5), 4, 2)
+    >>> process.scores_blocks, isinstance(process, BlockScoringProcess)
+    (True, True)
+    >>> x = process.init(jax.random.PRNGKey(0))
+    >>> rows = process.score_block(x, 1, 3)  # steps 1, 2, 3, each given its own prefix
+    >>> single = [process.reduce(x, k, process.query(x, k)) for k in (1, 2, 3)]
+    >>> rows.shape, bool(np.allclose(rows, np.stack(single), atol=1e-6))
+    ((3, 2), True)
+    """
 
     def score_block(self, x: State, a: Array, num_rows: int) -> Reduced:
         """The reduced answers of steps ``a..a+num_rows-1`` (leading axis ``num_rows``), each
@@ -102,7 +134,21 @@ class BlockScoringProcess(Process, Protocol):
 class DiscreteStepProcess(Process, Protocol):
     """A process whose steps take one of ``num_categories`` values and whose speculation is a
     product over steps.  This is what token- and block-verification (the ASSD-style peers,
-    :mod:`numpyro_autospec.verification`) need: explicit per-step distributions."""
+    :mod:`numpyro_autospec.verification`) need: explicit per-step distributions.
+
+    >>> import jax, jax.numpy as jnp
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(4, beta=0.5), 4, 2)
+    >>> isinstance(process, DiscreteStepProcess), process.num_categories
+    (True, 2)
+    >>> x = process.init(jax.random.PRNGKey(0))
+    >>> answer = process.query(x, 0, 4)  # the speculation frozen at step 0
+    >>> process.spec_reduce(x, 0, 2, answer).shape  # the law of step 2 under it
+    (2,)
+    >>> int(process.step_value(process.set_step_value(x, 2, jnp.int32(1)), 2))
+    1
+    """
 
     num_categories: int
 

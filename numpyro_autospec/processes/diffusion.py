@@ -72,6 +72,20 @@ class DiffusionState(NamedTuple):
 
     ``path[k]`` is :math:`y_k` (meaningful once step :math:`k-1` is done), shape
     ``float32[N + 1, d]``; ``path[0] = y_0 = 0``.
+
+    Example
+    -------
+    >>> import jax, jax.numpy as jnp
+    >>> from numpyro_autospec.denoisers import PointCloudDenoiser
+    >>> process = DiffusionProcess(PointCloudDenoiser(jnp.array([[0.0], [1.0]])), 1,
+    ...                            uniform_times(4, 1.0))
+    >>> x = process.init(jax.random.PRNGKey(0))
+    >>> x.path.shape, x.path[:, 0].tolist()
+    ((5, 1), [0.0, 0.0, 0.0, 0.0, 0.0])
+    >>> reduced = process.reduce(x, 0, process.query(x, 0))
+    >>> x = process.target_sample(jax.random.PRNGKey(1), x, 0, reduced)  # draws y_1
+    >>> bool(x.path[1, 0] != 0.0), x.path[2:, 0].tolist()
+    (True, [0.0, 0.0, 0.0])
     """
 
     path: Array
