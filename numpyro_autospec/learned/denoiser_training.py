@@ -190,6 +190,13 @@ def train_denoiser(
     return eqx.combine(parameters, fixed), losses
 
 
+def _loss_curve(losses: np.ndarray, num_points: int = 200) -> list[float]:
+    """Means of up to ``num_points`` consecutive, equal stretches of ``losses`` (JSON-able)."""
+    stretch = max(1, len(losses) // num_points)
+    usable = len(losses) // stretch * stretch
+    return losses[:usable].reshape(-1, stretch).mean(axis=1).tolist()
+
+
 def load_or_train_denoiser(
     name: str,
     config: DenoiserConfig,
@@ -209,8 +216,8 @@ def load_or_train_denoiser(
     ``config.build(PRNGKey(seed))`` with key ``PRNGKey(seed + 1)``, trained once and cached
     by :func:`~numpyro_autospec.learned.load_or_train` (keyed by the architecture, the
     settings and a hash of the data).  ``metadata`` holds the training ``seconds``, the
-    ``first_loss`` and the ``final_loss`` (mean of the last 100 steps) and
-    ``loaded_from_cache``."""
+    ``first_loss``, the ``final_loss`` (mean of the last 100 steps), the ``loss_curve`` (means
+    of up to 200 consecutive stretches of steps) and ``loaded_from_cache``."""
     import hashlib
     import time
 
@@ -242,6 +249,7 @@ def load_or_train_denoiser(
             "seconds": time.perf_counter() - begin,
             "first_loss": float(losses[0]),
             "final_loss": float(losses[-100:].mean()),
+            "loss_curve": _loss_curve(losses),
         }
         return network, metadata
 
