@@ -34,8 +34,10 @@ import equinox as eqx  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+import numpyro  # noqa: E402
+from numpyro.infer import MCMC  # noqa: E402
 
-from numpyro_autospec import StochasticLocalization, reference  # noqa: E402
+from numpyro_autospec import AutospecKernel, StochasticLocalization, reference  # noqa: E402
 from numpyro_autospec.config import SamplerConfig  # noqa: E402
 from numpyro_autospec.denoisers import (  # noqa: E402
     Denoiser,
@@ -142,6 +144,20 @@ def test_network_is_a_denoiser_and_passes_validation():
     site = StochasticLocalization(network, dim=64, times=TIMES)
     weights = set(map(id, jax.tree.leaves(network)))
     assert weights <= set(map(id, jax.tree.leaves(site)))  # the weights are data of the site
+
+
+def test_autospec_kernel_samples_a_learned_site():
+    """``MCMC(AutospecKernel(model))`` on a ``StochasticLocalization`` site of the network."""
+    network = trained()[0]
+
+    def model():
+        numpyro.sample("digit", StochasticLocalization(network, dim=64, times=TIMES))
+
+    mcmc = MCMC(AutospecKernel(model), num_warmup=0, num_samples=3, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(6), extra_fields=("rounds", "queries"))
+    draws, rounds = mcmc.get_samples()["digit"], mcmc.get_extra_fields()["rounds"]
+    assert draws.shape == (3, 64) and bool(jnp.all(jnp.isfinite(draws)))
+    assert bool(jnp.all(rounds >= 1)) and len(set(np.asarray(draws[:, 20]).tolist())) == 3
 
 
 def test_untrained_network_is_the_gaussian_proxy_denoiser():
