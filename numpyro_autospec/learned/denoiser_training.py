@@ -158,6 +158,11 @@ def train_denoiser(
     if not (math.isfinite(learning_rate) and learning_rate > 0):
         raise ValueError(f"train_denoiser: learning_rate must be positive, got {learning_rate}")
     mean, scale = data_statistics(data)
+    if not np.any(scale > 0):
+        raise DenoiserError(
+            "train_denoiser: every coordinate of data is constant (nothing to denoise: the "
+            "exact denoiser is the constant data_mean)"
+        )
     network = eqx.tree_at(
         lambda n: (n.data_mean, n.data_scale), network, (jnp.asarray(mean), jnp.asarray(scale))
     )

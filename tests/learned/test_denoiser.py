@@ -192,6 +192,8 @@ def test_bad_input_raises_named_errors():
         train_denoiser(key, fresh_network(), bad_data, 1)
     with pytest.raises(DenoiserError, match=r"64 columns .* got \(10, 8\)"):
         train_denoiser(key, fresh_network(), np.zeros((10, 8)), 1)
+    with pytest.raises(DenoiserError, match="every coordinate of data is constant"):
+        train_denoiser(key, fresh_network(), np.ones((5, 64)), 1)
     with pytest.raises(ValueError, match="num_steps must be a positive integer, got 0"):
         train_denoiser(key, fresh_network(), digits(), 0)
 
