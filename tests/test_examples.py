@@ -62,3 +62,22 @@ def test_infilling_exact_laws_match_enumeration():
     up, wall_law = module.exact_laws(oracle, values, mask)
     assert up[0] == pytest.approx(1.0) and up[-1] == pytest.approx(0.0, abs=1e-6)
     assert wall_law.sum() == pytest.approx(1.0) and wall_law[::2].sum() == pytest.approx(0.0)
+
+
+def test_learned_diffusion_example_runs(tmp_path, capsys):
+    pytest.importorskip("equinox")
+    pytest.importorskip("sklearn")
+    module = load("learned_diffusion")
+    assert module.__doc__ and "Run::" in module.__doc__
+    argv = ["--num-steps", "8", "--num-samples", "2", "--train-steps", "5", "--hidden-size", "8"]
+    argv += ["--depth", "1", "--no-progress-bar", "--cache-dir", str(tmp_path / "cache")]
+    result = module.main(module.parse_args(argv + ["--out", str(tmp_path)]))
+    assert os.path.getsize(result["figure"]) > 10_000
+    out = capsys.readouterr().out
+    assert "figure saved" in out and "saved to" in out
+    for name, run in result["results"].items():
+        assert run["draws"].shape == (2, 64) and np.all(np.isfinite(run["draws"])), name
+        if name.endswith("sequential"):
+            assert run["rounds"] == run["queries"] == 9, name  # the chain: N + 1
+        else:
+            assert 1 <= run["rounds"] <= run["queries"], name

@@ -20,6 +20,9 @@ Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869).
   :func:`load_or_train` caches it (``equinox`` serialisation), :mod:`.text` is character-level
   data from the standard library's source, :func:`random_order_law` enumerates the law the
   samplers draw from on small spaces (docs/learned.md, docs/bring_your_own_network.md).
+* :class:`LearnedDenoiser` -- a time-conditioned MLP denoiser for stochastic localization
+  (the oracle of :class:`~numpyro_autospec.StochasticLocalization`), trained by denoising
+  regression with :func:`train_denoiser`, cached by :func:`load_or_train_denoiser`.
 
 Equinox and Optax are optional dependencies: ``pip install "numpyro-autospec[learned]"``.
 Importing :mod:`numpyro_autospec` or :mod:`numpyro_autospec.oracles` never imports them.
@@ -40,6 +43,13 @@ from numpyro_autospec.learned.checkpoints import (
     load_checkpoint,
     load_or_train,
     save_checkpoint,
+)
+from numpyro_autospec.learned.denoiser import DenoiserConfig, LearnedDenoiser, data_statistics
+from numpyro_autospec.learned.denoiser_training import (
+    denoising_loss,
+    load_or_train_denoiser,
+    train_denoiser,
+    training_times,
 )
 from numpyro_autospec.learned.network import MaskedMLP, masked_inputs
 from numpyro_autospec.learned.oracle import LearnedOracle, learned_log_marginals
@@ -68,6 +78,13 @@ from numpyro_autospec.learned.transformer_training import (
 
 __all__ = [
     "VOCABULARY_SIZE",
+    "DenoiserConfig",
+    "LearnedDenoiser",
+    "data_statistics",
+    "denoising_loss",
+    "load_or_train_denoiser",
+    "train_denoiser",
+    "training_times",
     "LearnedOracle",
     "MaskedMLP",
     "TransformerConfig",

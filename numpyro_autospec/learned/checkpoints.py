@@ -98,8 +98,11 @@ def save_checkpoint(
     return directory
 
 
-def load_checkpoint(directory: str | os.PathLike) -> tuple[TransformerOracle, dict[str, Any]]:
-    """``(model, metadata)`` saved by :func:`save_checkpoint`.
+def load_checkpoint(
+    directory: str | os.PathLike, config_type: type = TransformerConfig
+) -> tuple[TransformerOracle, dict[str, Any]]:
+    """``(model, metadata)`` saved by :func:`save_checkpoint`; ``config_type`` is the class of
+    the saved architecture (a dataclass with ``build(key)``, e.g. ``DenoiserConfig``).
 
     :raises FileNotFoundError: if the directory holds no complete checkpoint.
     """
@@ -107,7 +110,7 @@ def load_checkpoint(directory: str | os.PathLike) -> tuple[TransformerOracle, di
     if not (directory / _WEIGHTS).is_file() or not (directory / _CONFIG).is_file():
         raise FileNotFoundError(f"no checkpoint in {directory} ({_WEIGHTS} and {_CONFIG})")
     description = json.loads((directory / _CONFIG).read_text())
-    config = TransformerConfig(**description["config"])
+    config = config_type(**description["config"])
     skeleton = eqx.filter_eval_shape(config.build, jax.random.PRNGKey(0))
     model = eqx.tree_deserialise_leaves(directory / _WEIGHTS, skeleton)
     return model, description["metadata"]
@@ -137,7 +140,7 @@ def load_or_train(
     directory = cache_directory(cache) / checkpoint_name(name, config, {**settings, "seed": seed})
     if not retrain:
         try:
-            model, metadata = load_checkpoint(directory)
+            model, metadata = load_checkpoint(directory, type(config))
             return model, {**metadata, "loaded_from_cache": True}, directory
         except FileNotFoundError:
             pass

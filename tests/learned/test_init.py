@@ -51,6 +51,8 @@ def test_core_does_not_import_the_optional_dependencies():
 def test_public_names():
     learned = pytest.importorskip("numpyro_autospec.learned")
     assert sorted(learned.__all__) == [
+        "DenoiserConfig",
+        "LearnedDenoiser",
         "LearnedOracle",
         "MaskedMLP",
         "TransformerConfig",
@@ -61,7 +63,9 @@ def test_public_names():
         "bits_per_character",
         "cache_directory",
         "check_training_data",
+        "data_statistics",
         "decode",
+        "denoising_loss",
         "encode",
         "fit",
         "fixed_order_law",
@@ -70,6 +74,7 @@ def test_public_names():
         "load_checkpoint",
         "load_code_corpus",
         "load_or_train",
+        "load_or_train_denoiser",
         "masked_inputs",
         "order_averaged_nll",
         "prefix_loss",
@@ -77,7 +82,9 @@ def test_public_names():
         "random_windows",
         "save_checkpoint",
         "split_by_file",
+        "train_denoiser",
         "train_transformer",
+        "training_times",
     ]
     for name in learned.__all__:
         assert getattr(learned, name).__doc__, name
