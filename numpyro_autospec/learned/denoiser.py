@@ -243,7 +243,16 @@ class DenoiserConfig:
     """The architecture of a :class:`LearnedDenoiser` (JSON-serialisable, for checkpoints:
     :func:`~numpyro_autospec.learned.load_or_train`).  ``build`` gives placeholder data
     statistics (mean 0, scale 1); the trained weights, mean and scale are leaves of the
-    checkpoint."""
+    checkpoint.
+
+    Example
+    -------
+    >>> import jax
+    >>> config = DenoiserConfig(dim=4, hidden_size=16, depth=2)
+    >>> network = config.build(jax.random.PRNGKey(0))
+    >>> network(1.0, jax.numpy.zeros(4)).shape, network.data_mean.tolist()
+    ((4,), [0.0, 0.0, 0.0, 0.0])
+    """
 
     dim: int
     hidden_size: int = 256

@@ -89,7 +89,18 @@ def denoising_loss(
 ) -> Array:
     r"""Monte Carlo estimate of :math:`L(\theta)` on ``batch`` (``float32[B, d]``): one time
     (:func:`training_times`) and one noise draw per example; float32 scalar, differentiable in
-    the network's weights."""
+    the network's weights.
+
+    Example
+    -------
+    >>> import jax
+    >>> from numpyro_autospec.learned import DenoiserConfig
+    >>> network = DenoiserConfig(dim=4, hidden_size=16, depth=2).build(jax.random.PRNGKey(0))
+    >>> batch = jax.random.normal(jax.random.PRNGKey(1), (8, 4))
+    >>> loss = denoising_loss(network, jax.random.PRNGKey(2), batch)
+    >>> loss.shape, bool(loss > 0)
+    ((), True)
+    """
     key_times, key_noise = jax.random.split(key)
     times = training_times(key_times, batch.shape[:1], t_max, data_variance)
     noise = jax.random.normal(key_noise, batch.shape, jnp.float32)
@@ -225,7 +236,22 @@ def load_or_train_denoiser(
     by :func:`~numpyro_autospec.learned.load_or_train` (keyed by the architecture, the
     settings and a hash of the data).  ``metadata`` holds the training ``seconds``, the
     ``first_loss``, the ``final_loss`` (mean of the last 100 steps), the ``loss_curve`` (means
-    of up to 200 consecutive stretches of steps) and ``loaded_from_cache``."""
+    of up to 200 consecutive stretches of steps) and ``loaded_from_cache``.
+
+    Example
+    -------
+    >>> import tempfile, numpy as np
+    >>> from numpyro_autospec.learned import DenoiserConfig
+    >>> data = np.random.default_rng(0).normal(size=(64, 4))
+    >>> config = DenoiserConfig(dim=4, hidden_size=16, depth=2)
+    >>> with tempfile.TemporaryDirectory() as cache:
+    ...     _, first, _ = load_or_train_denoiser("toy", config, data, 5, cache=cache,
+    ...                                          progress_bar=False)
+    ...     _, again, _ = load_or_train_denoiser("toy", config, data, 5, cache=cache,
+    ...                                          progress_bar=False)
+    >>> first["loaded_from_cache"], again["loaded_from_cache"]
+    (False, True)
+    """
     import hashlib
     import time
 
