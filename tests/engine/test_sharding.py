@@ -128,7 +128,7 @@ def product_lanes(hlo: str) -> set[int]:
     products; XLA writes a product on one lane as a matrix-vector product ``[width, 1]``)."""
     lanes = set()
     for line in hlo.splitlines():
-        product = re.search(r"= f32\[(\d+),(\d+)\]\{[\d,]*\} dot\(.*vmap\(", line)
+        product = re.search(r"= f32\[(\d+),(\d+)\]\{[\d,]*\} dot\(", line)
         if product:
             lanes |= {int(size) for size in product.groups()} - set(NETWORK_WIDTHS)
     return lanes
