@@ -16,10 +16,17 @@ process.  Three paths, one case each:
 * ``kernel``: ``MCMC(AutospecKernel(model, capacity=Capacity(mesh=mesh)))`` on Curie-Weiss,
   whose oracle scores blocks (block-scoring batches), two chains sharing one pool.
 
+Several hosts: two processes of 2 host devices each, connected by :func:`jax.distributed.initialize`
+(CPU collectives over Gloo), run the same program on a global mesh of 4 devices, as
+docs/scaling.md shows; each process must read the draws of the run on one device
+(``slow``).
+
 A deliberately wrong sharded sampler (its oracle answers routed to the neighbouring lane, the
 typical bug of hand-written sharding) is run on the ``network`` case too: the comparison must
 reject it.  Equal draws carry the exactness of the engine over (tests/engine/test_scheduler.py,
-tests/engine/test_diffusion.py).  CPU cost: about 25 s of compilation per process on one core.
+tests/engine/test_diffusion.py).  CPU cost: seven engine programs are compiled, about two
+minutes of CPU time (measured with other jobs on the same two cores), plus the ``slow`` test's
+two processes.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import functools
 import math
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -41,7 +49,7 @@ from numpyro.infer import MCMC
 
 from numpyro_autospec import AnyOrderAR, SamplerConfig
 from numpyro_autospec.denoisers import PointCloudDenoiser
-from numpyro_autospec.engine import Capacity, plan, run
+from numpyro_autospec.engine import Capacity, Samples, plan, run
 from numpyro_autospec.engine import rounds as engine_rounds
 from numpyro_autospec.engine.sharding import ShardingError, sharded_batch
 from numpyro_autospec.learned import LearnedOracle, MaskedMLP
@@ -229,3 +237,64 @@ def test_bad_mesh_is_refused_through_the_kernel():
     )
     with pytest.raises(ShardingError, match="capacity.mesh must be a jax.sharding.Mesh"):
         mcmc.run(jax.random.PRNGKey(0))
+
+
+HOSTS = 2
+HOST_CAPACITY = Capacity(num_slots=12, max_queries=16)
+HOST_PROCESS = AnyOrderProcess(CURIE_WEISS, 16, 2)
+
+
+def host_draws(capacity: Capacity) -> Samples:
+    """The documented multi-host call: keys made inside the jitted function from a seed."""
+    keys = lambda seed: jax.random.split(jax.random.PRNGKey(seed), 4)  # noqa: E731
+    return jax.jit(lambda seed: run(HOST_PROCESS, keys(seed), capacity=capacity))(0)
+
+
+def host_run(process_id: int, port: int, path: str) -> None:
+    """One of ``HOSTS`` processes (run with 2 host devices each): a global mesh over every
+    process's devices; the replicated draws are read on this host and saved to ``path``."""
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=HOSTS, process_id=process_id)
+    assert jax.device_count() == 2 * HOSTS and jax.local_device_count() == 2
+    mesh = jax.make_mesh((jax.device_count(),), ("batch",))
+    samples = host_draws(HOST_CAPACITY._replace(mesh=mesh))
+    np.savez(path, **{name: jax.device_get(value) for name, value in samples._asdict().items()})
+
+
+@pytest.mark.slow
+def test_several_hosts_give_the_draws_of_one_device():
+    with socket.socket() as probe:  # a free port for the coordinator
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    environment = dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        XLA_FLAGS="--xla_force_host_platform_device_count=2",
+        PYTHONPATH=ROOT,
+    )
+    with tempfile.TemporaryDirectory() as directory:
+        paths = [os.path.join(directory, f"host{index}.npz") for index in range(HOSTS)]
+        hosts = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    f"from tests.engine.test_sharding import host_run; "
+                    f"host_run({index}, {port}, {paths[index]!r})",
+                ],
+                cwd=ROOT,
+                env=environment,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for index in range(HOSTS)
+        ]
+        outputs = [host.communicate(timeout=900)[0] for host in hosts]
+        for host, output in zip(hosts, outputs, strict=True):
+            assert host.returncode == 0, output[-3000:]
+        expected = host_draws(HOST_CAPACITY)
+        for path in paths:
+            with np.load(path) as stored:
+                for name, value in expected._asdict().items():
+                    np.testing.assert_array_equal(stored[name], np.asarray(value), err_msg=name)
