@@ -28,7 +28,18 @@ __all__ = ["ShardingError", "check_mesh", "sharded_batch"]
 
 
 class ShardingError(ValueError):
-    """The device mesh given to the engine (``Capacity(mesh=...)``) is not usable."""
+    """The device mesh given to the engine (``Capacity(mesh=...)``) is not usable.
+
+    >>> import jax
+    >>> from numpyro_autospec.engine import Capacity, run
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(8, beta=1.0), 8, 2)
+    >>> run(process, jax.random.split(jax.random.PRNGKey(0), 2), capacity=Capacity(mesh="gpu"))
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.engine.sharding.ShardingError: capacity.mesh must be a jax.sharding.Mesh, ...
+    """
 
 
 def check_mesh(mesh: Any) -> Mesh | None:
@@ -64,6 +75,11 @@ def sharded_batch(mesh: Mesh | None, function: Callable, *batched: Any) -> Any:
     ``ceil(B / D) D`` lanes (``D = mesh.size``) with copies of lane 0, the inputs and outputs
     are constrained to ``NamedSharding(mesh, PartitionSpec(mesh.axis_names))``, and the first
     ``B`` lanes of the output are returned replicated.  With ``mesh=None``: ``function(*batched)``.
+
+    >>> import jax, jax.numpy as jnp
+    >>> mesh = check_mesh(jax.make_mesh((jax.device_count(),), ("batch",)))
+    >>> jax.jit(lambda x: sharded_batch(mesh, jax.vmap(jnp.square), x))(jnp.arange(5.0))
+    Array([ 0.,  1.,  4.,  9., 16.], dtype=float32)
     """
     if mesh is None:
         return function(*batched)

@@ -250,11 +250,20 @@ def host_draws(capacity: Capacity) -> Samples:
     return jax.jit(lambda seed: run(HOST_PROCESS, keys(seed), capacity=capacity))(0)
 
 
-def host_run(process_id: int, port: int, path: str) -> None:
-    """One of ``HOSTS`` processes (run with 2 host devices each): a global mesh over every
+#: a host's program: connect (before anything initializes JAX's backend, such as importing
+#: this module), then :func:`host_run`
+HOST_PROGRAM = """
+import jax
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize("127.0.0.1:{port}", num_processes={hosts}, process_id={index})
+from tests.engine.test_sharding import host_run
+host_run({path!r})
+"""
+
+
+def host_run(path: str) -> None:
+    """One of ``HOSTS`` connected processes (2 host devices each): a global mesh over every
     process's devices; the replicated draws are read on this host and saved to ``path``."""
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=HOSTS, process_id=process_id)
     assert jax.device_count() == 2 * HOSTS and jax.local_device_count() == 2
     mesh = jax.make_mesh((jax.device_count(),), ("batch",))
     samples = host_draws(HOST_CAPACITY._replace(mesh=mesh))
@@ -279,8 +288,7 @@ def test_several_hosts_give_the_draws_of_one_device():
                 [
                     sys.executable,
                     "-c",
-                    f"from tests.engine.test_sharding import host_run; "
-                    f"host_run({index}, {port}, {paths[index]!r})",
+                    HOST_PROGRAM.format(port=port, hosts=HOSTS, index=index, path=paths[index]),
                 ],
                 cwd=ROOT,
                 env=environment,
