@@ -13,8 +13,10 @@ from typing import NamedTuple
 
 import jax
 import numpy as np
+from jax.sharding import Mesh
 
 from numpyro_autospec.config import RootPolicy, SamplerConfig
+from numpyro_autospec.engine.sharding import check_mesh
 from numpyro_autospec.processes.base import has_discrete_steps
 from numpyro_autospec.rejection import batch_size
 
@@ -45,12 +47,17 @@ class Capacity(NamedTuple):
         tasks advanced per micro-step (bounds the per-micro-step gather/scatter work).
     memory_budget:
         bytes the pool and the query batch may use when sizes are chosen by default.
+    mesh:
+        a :class:`jax.sharding.Mesh` over which every round's oracle batch is split (its batch
+        axis over all the mesh's axes, :mod:`numpyro_autospec.engine.sharding`); ``None`` (the
+        default): no sharding constraint.  The draws, rounds and queries are the same.
     """
 
     num_slots: int | None = None
     max_queries: int | None = None
     max_transitions: int | None = None
     memory_budget: int = 1 << 30
+    mesh: Mesh | None = None
 
 
 class Plan(NamedTuple):
@@ -73,6 +80,7 @@ class Plan(NamedTuple):
     depth: np.ndarray  # depth[m]: nesting levels below a block of m steps
     batch_sizes: np.ndarray  # cumulative-free batch size table b_r
     max_rounds: int
+    mesh: Mesh | None = None  # devices a round's oracle batch is split over (None: no split)
 
 
 def buckets(largest: int, smallest: int = 16) -> tuple[int, ...]:
@@ -100,6 +108,7 @@ def nbytes(tree) -> int:
 def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key_like) -> Plan:
     """Resolve the static sizes of a run."""
     config = config.validate()
+    mesh = check_mesh(capacity.mesh)
     num_steps = int(process.num_steps)
     policy = config.root_policy(num_steps, has_discrete_steps(process))
     recursion_block = policy.recursion_block
@@ -180,4 +189,5 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         depth=depth,
         batch_sizes=batch_sizes,
         max_rounds=max_rounds,
+        mesh=mesh,
     )

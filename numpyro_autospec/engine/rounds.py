@@ -10,7 +10,9 @@ round):
 * **block-scoring calls** ``score_block(x, a + 1, L)``: every scoring step of a block at once
   (:func:`block_round`).
 
-Each shape runs in the smallest of a few bucket sizes that holds its demand (:func:`bucketed`).
+Each shape runs in the smallest of a few bucket sizes that holds its demand (:func:`bucketed`);
+with a mesh (``Capacity(mesh=...)``) each shape's oracle batch is split over its devices
+(:func:`~numpyro_autospec.engine.sharding.sharded_batch`), the rest of the round replicated.
 Queries and conditionals are counted per draw as they are executed (:func:`count`), and every
 answer is checked when the run validates (:func:`record_defect`).
 """
@@ -23,6 +25,7 @@ from jax import Array
 
 from numpyro_autospec.engine.plan import buckets, has_batched_forms
 from numpyro_autospec.engine.pool import Pool, Status, gather, scatter
+from numpyro_autospec.engine.sharding import sharded_batch
 from numpyro_autospec.engine.state import Context, EngineState, nonfinite_defect
 from numpyro_autospec.engine.transitions import wants_lookahead
 from numpyro_autospec.engine.windows import write_window_rows
@@ -126,7 +129,9 @@ def speculation_round(context: Context, state: EngineState, lanes: int) -> Engin
     lookahead = valid & ~need_answer
     step = jnp.where(need_answer, pool.cursor[slot], pool.block_end[slot])
     x = gather(pool.x, slot)
-    answers = jax.vmap(lambda x, k: process.query(x, k, answer_rows))(x, step)
+    answers = sharded_batch(
+        plan.mesh, jax.vmap(lambda x, k: process.query(x, k, answer_rows)), x, step
+    )
     defect = record_defect(context, state, valid, x, step, answers, slot, pool)
     answer_target = jnp.where(need_answer, slot, num_slots)
     next_target = jnp.where(lookahead, slot, num_slots)
@@ -167,10 +172,12 @@ def step_round(context: Context, state: EngineState, batch: int) -> EngineState:
     # the batched forms index the pool directly (no per-query copy of a whole state)
     if has_batched_forms(process):
         x = None
-        answers = process.query_batch(pool.x, slot, step)
+        answers = sharded_batch(
+            plan.mesh, lambda slot, step: process.query_batch(pool.x, slot, step), slot, step
+        )
     else:
         x = gather(pool.x, slot)
-        answers = jax.vmap(lambda x, k: process.query(x, k, 1))(x, step)
+        answers = sharded_batch(plan.mesh, jax.vmap(lambda x, k: process.query(x, k, 1)), x, step)
     defect = record_defect(context, state, valid, x, step, answers, slot, pool)
 
     # scoring queries: accumulate target log-densities (and rows for verification)
@@ -220,7 +227,9 @@ def block_round(context: Context, state: EngineState, lanes: int, window: bool) 
     slot = jnp.minimum(slot, num_slots - 1)
     x = gather(pool.x, slot)
     first = pool.block_start[slot] + 1
-    answers = jax.vmap(lambda x, a: process.score_block(x, a, length))(x, first)
+    answers = sharded_batch(
+        plan.mesh, jax.vmap(lambda x, a: process.score_block(x, a, length)), x, first
+    )
     defect = record_defect(context, state, valid, x, first, answers, slot, pool)
     steps = first[:, None] + jnp.arange(length)[None, :]
     in_block = valid[:, None] & (steps < pool.block_end[slot][:, None])

@@ -1,0 +1,188 @@
+"""Throughput against the number of devices a round's oracle batch is split over
+(``Capacity(mesh=...)``, docs/scaling.md).
+
+Each device count runs in its own subprocess with ``--xla_force_host_platform_device_count``
+set to it (on a machine with accelerators: ``--platform gpu``, the first ``D`` devices), draws
+``--draws`` exact samples of a random masked MLP oracle (``targets.RandomMLPOracle``, whose
+batched evaluation dominates a round) in one jitted ``engine.run``, and reports draws per
+second, oracle evaluations (``queries``) per second and conditionals (rows) per second, from
+the fastest of ``--repeats`` calls after the compiling one (on a shared machine the fastest
+call is the one least disturbed by other work; the median is reported too).  The row
+``none`` is the same run without a mesh.  Every row must give the same draws, rounds and
+queries (a digest of them is compared; the script stops if one differs).
+
+    .venv/bin/python benchmarks/sharding.py                       # table + CSV + plot
+    .venv/bin/python benchmarks/sharding.py --devices 1 2 4 8 --num-positions 256
+
+On a CPU, forced host devices are threads of one process sharing the same cores: the figure
+shows that the partitioned program runs (and what its collectives cost), not a speed-up, which
+needs devices with their own compute.  Seconds are machine- and load-dependent: compare the
+ratios of one run (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def measure(args: argparse.Namespace, devices: int | None) -> dict:
+    """One device count (``None``: no mesh), in this process."""
+    import jax
+
+    sys.path.insert(0, HERE)
+    from targets import RandomMLPOracle
+
+    from numpyro_autospec.engine import Capacity, run
+    from numpyro_autospec.processes import AnyOrderProcess
+
+    n = args.num_positions
+    process = AnyOrderProcess(RandomMLPOracle(n, 2, hidden=args.hidden), n, 2)
+    mesh = None
+    if devices is not None:
+        mesh = jax.make_mesh((devices,), ("batch",), devices=jax.devices()[:devices])
+    capacity = Capacity(mesh=mesh)
+    sampler = jax.jit(lambda key: run(process, jax.random.split(key, args.draws), None, capacity))
+    start = time.perf_counter()
+    samples = jax.block_until_ready(sampler(jax.random.PRNGKey(0)))
+    first = time.perf_counter() - start
+    seconds = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        samples = jax.block_until_ready(sampler(jax.random.PRNGKey(0)))
+        seconds.append(time.perf_counter() - start)
+    per_call = float(np.min(seconds))
+    digest = hashlib.sha256()
+    for leaf in (samples.value, samples.rounds, samples.queries, samples.conditionals):
+        digest.update(np.asarray(leaf).tobytes())
+    return {
+        "devices": "none" if devices is None else devices,
+        "platform": jax.devices()[0].platform,
+        "draws": args.draws,
+        "compile_s": round(first - per_call, 2),
+        "seconds": per_call,
+        "median_seconds": float(np.median(seconds)),
+        "draws_per_s": args.draws / per_call,
+        "evaluations_per_s": float(np.sum(samples.queries)) / per_call,
+        "conditionals_per_s": float(np.sum(samples.conditionals)) / per_call,
+        "rounds": float(np.mean(samples.rounds)),
+        "queries": float(np.mean(samples.queries)),
+        "digest": digest.hexdigest()[:16],
+    }
+
+
+def table(rows: list[dict]) -> str:
+    lines = [
+        "| devices | s per call (fastest / median) | draws/s | oracle evaluations/s | "
+        "conditionals/s | mean rounds | mean queries | compile s | draws digest |",
+        "|" + "---|" * 9,
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['devices']} | {r['seconds']:.3f} / {r['median_seconds']:.3f} "
+            f"| {r['draws_per_s']:.1f} "
+            f"| {r['evaluations_per_s']:.0f} | {r['conditionals_per_s']:.0f} "
+            f"| {r['rounds']:.1f} | {r['queries']:.1f} | {r['compile_s']:.1f} | {r['digest']} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sharded = [r for r in rows if r["devices"] != "none"]
+    baseline = [r for r in rows if r["devices"] == "none"]
+    counts = [int(r["devices"]) for r in sharded]
+    fig, axes = plt.subplots(1, 2, figsize=(9.5, 4))
+    for ax, field, label in (
+        (axes[0], "draws_per_s", "exact draws per second"),
+        (axes[1], "evaluations_per_s", "oracle evaluations per second"),
+    ):
+        ax.plot(counts, [r[field] for r in sharded], "o-", label="batch split over the mesh")
+        if baseline:
+            ax.axhline(baseline[0][field], color="gray", ls="--", label="no mesh")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(counts, [str(c) for c in counts])
+        ax.set_xlabel("devices in the mesh")
+        ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(args: argparse.Namespace) -> None:
+    if args.child is not None:
+        devices = None if args.child == "none" else int(args.child)
+        print(json.dumps(measure(args, devices)))
+        return
+    rows = []
+    for devices in ["none"] + [str(d) for d in args.devices]:
+        count = 1 if devices == "none" else int(devices)
+        environment = dict(os.environ)
+        if args.platform == "cpu":
+            environment["JAX_PLATFORMS"] = "cpu"
+            environment["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={count}"
+        command = [sys.executable, __file__, "--child", devices]
+        for name in ("draws", "repeats", "num_positions", "hidden"):
+            command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+        result = subprocess.run(command, capture_output=True, text=True, env=environment)
+        if result.returncode != 0:
+            print(f"devices {devices}: failed\n{result.stderr[-2000:]}", file=sys.stderr)
+            continue
+        rows.append(json.loads(result.stdout.strip().splitlines()[-1]))
+        print(table(rows[-1:]).splitlines()[-1], flush=True)
+    if not rows:
+        return
+    print()
+    print(table(rows))
+    digests = {r["digest"] for r in rows}
+    if len(digests) != 1:
+        raise SystemExit(f"the draws differ between device counts: {digests}")
+    print("same draws, rounds and queries for every device count")
+    os.makedirs(args.out, exist_ok=True)
+    stem = os.path.join(args.out, f"sharding_{rows[0]['platform']}")
+    with open(stem + ".csv", "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    title = (
+        f"Random MLP oracle, n = {args.num_positions}, hidden {args.hidden}, "
+        f"{args.draws} draws per call ({rows[0]['platform']})"
+    )
+    plot(rows, stem + ".png", title)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description="Throughput of the engine against the devices its oracle batches span.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--devices", nargs="+", type=int, default=[1, 2, 4])
+    parser.add_argument(
+        "--platform",
+        default="cpu",
+        choices=["cpu", "gpu", "tpu"],
+        help="cpu: forced host devices; otherwise the first D devices",
+    )
+    parser.add_argument("--draws", type=int, default=16, help="draws per call (one pool)")
+    parser.add_argument("--repeats", type=int, default=15, help="timed calls after the first")
+    parser.add_argument("--num-positions", type=int, default=128, help="n, sites of the oracle")
+    parser.add_argument("--hidden", type=int, default=1024, help="hidden units of the MLP")
+    parser.add_argument("--out", default=os.path.join(HERE, "results"), help="CSV and plot")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    main(parser.parse_args())
