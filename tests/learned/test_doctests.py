@@ -17,6 +17,7 @@ MODULE_NAMES = [
     "numpyro_autospec.learned.transformer_training",
     "numpyro_autospec.learned.text",
     "numpyro_autospec.learned.order_law",
+    "numpyro_autospec.learned.kv_cache",
 ]
 
 
