@@ -31,6 +31,7 @@ Run::
 
     python examples/code_infilling.py                     # trains once (minutes on 2 cores)
     python examples/code_infilling.py --num-steps 3000 --model-size 128   # a better model
+    python examples/code_infilling.py --num-positions 256   # benchmarks/code_infilling.py's model
 """
 
 from __future__ import annotations
