@@ -17,7 +17,9 @@ Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869).
   an oracle of the *block form*: one forward pass gives the conditionals of every site of an
   ordered block given its prefix (``scores_blocks = True``, ``depends_on_order = True``);
   :func:`train_transformer`, :func:`bits_per_character` train and evaluate it,
-  :func:`load_or_train` caches it (``equinox`` serialisation), :mod:`.text` is character-level
+  :func:`load_or_train` caches it (``equinox`` serialisation),
+  :func:`kv_cached_sequential_run` is its sequential sampler with cached keys and values (the
+  baseline at its best), :mod:`.text` is character-level
   data from the standard library's source, :func:`random_order_law` enumerates the law the
   samplers draw from on small spaces (docs/learned.md, docs/bring_your_own_network.md).
 * :class:`LearnedDenoiser` -- a time-conditioned MLP denoiser for stochastic localization
@@ -50,6 +52,10 @@ from numpyro_autospec.learned.denoiser_training import (
     load_or_train_denoiser,
     train_denoiser,
     training_times,
+)
+from numpyro_autospec.learned.kv_cache import (
+    TransformerCache,
+    kv_cached_sequential_run,
 )
 from numpyro_autospec.learned.network import MaskedMLP, masked_inputs
 from numpyro_autospec.learned.oracle import LearnedOracle, learned_log_marginals
@@ -88,6 +94,7 @@ __all__ = [
     "LearnedOracle",
     "MaskedMLP",
     "TransformerConfig",
+    "TransformerCache",
     "TransformerOracle",
     "any_order_loss",
     "autoregressive_loss",
@@ -99,6 +106,7 @@ __all__ = [
     "fit",
     "fixed_order_law",
     "inverse_permutation",
+    "kv_cached_sequential_run",
     "learned_log_marginals",
     "load_checkpoint",
     "load_code_corpus",

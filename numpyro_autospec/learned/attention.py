@@ -140,31 +140,38 @@ class TwoStreamLayer(eqx.Module):
     def _mlp(self, hidden: Array) -> Array:
         return self.mlp_out(jax.nn.gelu(self.mlp_in(self.mlp_norm(hidden))))
 
-    def _attention(self, queries: Array, keys: Array, mask: Array, offsets: Array) -> Array:
-        """Multi-head scaled dot-product attention, softmax over the keys allowed by ``mask``
-        (every row must allow at least one: the start token)."""
+    def _heads(self, projection: eqx.nn.Linear, tokens: Array) -> Array:
+        """``tokens [T, d]`` projected and split into heads: ``[T, H, d / H]``."""
+        projected = jax.vmap(projection)(tokens)
+        return projected.reshape(tokens.shape[0], self.num_heads, -1)
 
-        def heads(projection: eqx.nn.Linear, tokens: Array) -> Array:
-            projected = jax.vmap(projection)(tokens)
-            return projected.reshape(tokens.shape[0], self.num_heads, -1)
+    def project_keys(self, keys: Array) -> tuple[Array, Array]:
+        """``(K, V)``, each ``[S, H, d / H]``: the attention keys and values of the tokens
+        ``keys [S, d]`` (layer-normed, projected, split into heads).  A key-value cache holds
+        these (:mod:`numpyro_autospec.learned.kv_cache`)."""
+        normed = jax.vmap(self.attention_norm)(keys)
+        return self._heads(self.key_projection, normed), self._heads(self.value_projection, normed)
 
-        q = heads(self.query_projection, queries)
-        k = heads(self.key_projection, keys)
-        v = heads(self.value_projection, keys)
-        scores = jnp.einsum("thc,shc->hts", q, k) / jnp.sqrt(q.shape[-1]).astype(q.dtype)
+    def attend_projected(
+        self, queries: Array, keys: Array, values: Array, mask: Array, offsets: Array
+    ) -> Array:
+        """``queries [T, d]`` updated by multi-head scaled dot-product attention over projected
+        ``keys`` and ``values`` (:meth:`project_keys`, ``[S, H, d / H]``), softmax over the keys
+        allowed by ``mask [T, S]`` (every row must allow one: the start token), with the
+        relative-position bias of ``offsets [T, S]``, then by the MLP (both residual)."""
+        q = self._heads(self.query_projection, jax.vmap(self.attention_norm)(queries))
+        scores = jnp.einsum("thc,shc->hts", q, keys) / jnp.sqrt(q.shape[-1]).astype(q.dtype)
         bias = jnp.where(offsets[None] >= 0, self.position_bias[:, jnp.maximum(offsets, 0)], 0.0)
         scores = jnp.where(mask[None], scores + bias, jnp.finfo(scores.dtype).min)
         weights = jax.nn.softmax(scores, axis=-1)
-        mixed = jnp.einsum("hts,shc->thc", weights, v).reshape(queries.shape[0], -1)
-        return jax.vmap(self.output_projection)(mixed)
+        mixed = jnp.einsum("hts,shc->thc", weights, values).reshape(queries.shape[0], -1)
+        hidden = queries + jax.vmap(self.output_projection)(mixed)
+        return hidden + jax.vmap(self._mlp)(hidden)
 
     def attend(self, queries: Array, keys: Array, mask: Array, offsets: Array) -> Array:
         """``queries [T, d]`` updated by attention over ``keys [S, d]`` where ``mask [T, S]``
         (relative-position bias indices ``offsets [T, S]``), then by the MLP (both residual)."""
-        normed_queries = jax.vmap(self.attention_norm)(queries)
-        normed_keys = jax.vmap(self.attention_norm)(keys)
-        hidden = queries + self._attention(normed_queries, normed_keys, mask, offsets)
-        return hidden + jax.vmap(self._mlp)(hidden)
+        return self.attend_projected(queries, *self.project_keys(keys), mask, offsets)
 
     def __call__(
         self,

@@ -15,9 +15,9 @@ mixture, one draw in two from the left-to-right order (about 0.035; three in ten
 p = 1.6e-4 on the engine's draws and one in five, 0.013, p = 0.004: not reliably caught by
 40 000 draws over 243 cells).
 
-The engine tests are skipped, with the reason, while ``AnyOrderProcess`` cannot drive an oracle
-of the block form with ``depends_on_order = True`` (until the engine rewrite lands); the
-reference sampler below and the enumeration are tested regardless.
+The same test runs on the draws of the engine (autospeculation) and of the sequential sampler
+with cached keys and values (``kv_cached_sequential_run``), and both sets of draws must fail it
+against the wrong laws.
 """
 
 import pytest
@@ -32,14 +32,17 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from numpyro_autospec.engine import run  # noqa: E402
-from numpyro_autospec.learned import fixed_order_law, random_order_law  # noqa: E402
+from numpyro_autospec.learned import (  # noqa: E402
+    fixed_order_law,
+    kv_cached_sequential_run,
+    random_order_law,
+)
 from numpyro_autospec.oracles import TableOracle  # noqa: E402
 from numpyro_autospec.processes import AnyOrderProcess  # noqa: E402
 from tests.gof import assert_gof, chisquare_gof, encode_configurations, power_draws  # noqa: E402
 from tests.learned.transformer_fixtures import (  # noqa: E402
     N,
     Q,
-    fresh_transformer,
     table_probs,
     trained_transformer,
 )
@@ -52,28 +55,6 @@ THRESHOLD = 1e-4
 OBSERVED = np.array([1, 0, 0, 0, 2], np.int32)
 OBSERVED_MASK = np.array([True, False, False, False, True])
 SETTINGS = {"free": (None, None), "observed": (OBSERVED, OBSERVED_MASK)}
-
-
-def engine_support() -> str | None:
-    """``None`` if the engine samples an order-dependent block-form oracle, else the reason it
-    cannot (the error of an abstract run on a fresh transformer)."""
-    process = AnyOrderProcess(fresh_transformer(), N, Q)
-    keys = jax.random.split(jax.random.PRNGKey(0), 2)
-    try:
-        jax.eval_shape(lambda k: run(process, k).value, keys)
-    except NotImplementedError as error:
-        return f"the engine calls log_marginals of an order-dependent oracle: {error}"
-    except (TypeError, ValueError) as error:
-        if "order" not in str(error):
-            raise
-        return f"the engine rejects order-dependent oracles: {error}"
-    return None
-
-
-needs_engine = pytest.mark.skipif(
-    (reason := engine_support()) is not None,
-    reason=f"AnyOrderProcess does not yet drive depends_on_order oracles ({reason})",
-)
 
 
 def sequential_reference(oracle, keys, observed=None, observed_mask=None) -> np.ndarray:
@@ -116,13 +97,19 @@ def wrong_laws(setting: str) -> dict[str, np.ndarray]:
     return {"left to right": left_to_right, "half left to right": 0.5 * right + 0.5 * left_to_right}
 
 
+SAMPLERS = {
+    "autospec": lambda process, keys: run(process, keys),
+    "kv-cache": lambda process, keys: kv_cached_sequential_run(process, keys),
+}
+
+
 @functools.cache
-def engine_draws(setting: str) -> np.ndarray:
+def sampler_draws(sampler: str, setting: str) -> np.ndarray:
     observed, mask = SETTINGS[setting]
     process = AnyOrderProcess(
         trained_transformer(), N, Q, observed_values=observed, observed_mask=mask
     )
-    draw = jax.jit(lambda keys: run(process, keys))
+    draw = jax.jit(lambda keys: SAMPLERS[sampler](process, keys))
     keys = jax.random.split(jax.random.PRNGKey(2025), NUM_DRAWS)
     samples = [draw(keys[start : start + CHUNK]) for start in range(0, NUM_DRAWS, CHUNK)]
     rounds = np.concatenate([np.asarray(s.rounds) for s in samples])
@@ -166,19 +153,19 @@ def test_reference_sequential_sampler_follows_the_enumerated_law(setting):
         assert chisquare_gof(codes, wrong).p_value <= THRESHOLD, name
 
 
-@needs_engine
+@pytest.mark.parametrize("sampler", list(SAMPLERS))
 @pytest.mark.parametrize("setting", ["free", "observed"])
-def test_autospec_draws_follow_the_random_order_sequential_law(setting):
+def test_draws_follow_the_random_order_sequential_law(sampler, setting):
     right, _ = laws(setting)
-    codes = encode_configurations(engine_draws(setting), Q)
-    result = assert_gof(codes, right, threshold=THRESHOLD, label=f"transformer, {setting}")
+    codes = encode_configurations(sampler_draws(sampler, setting), Q)
+    result = assert_gof(codes, right, threshold=THRESHOLD, label=f"{sampler}, {setting}")
     assert result.num_cells > (100 if setting == "free" else 5)
 
 
-@needs_engine
+@pytest.mark.parametrize("sampler", list(SAMPLERS))
 @pytest.mark.parametrize("setting", ["free", "observed"])
 @pytest.mark.parametrize("name", ["left to right", "half left to right"])
-def test_the_same_test_rejects_a_wrong_law(setting, name):
-    codes = encode_configurations(engine_draws(setting), Q)
+def test_the_same_test_rejects_a_wrong_law(sampler, setting, name):
+    codes = encode_configurations(sampler_draws(sampler, setting), Q)
     result = chisquare_gof(codes, wrong_laws(setting)[name])
     assert result.p_value <= THRESHOLD, result

@@ -1,0 +1,253 @@
+"""Code infilling with the two-stream transformer: autospeculation against both sequential
+baselines, measured in one run.
+
+The network is the one of ``examples/code_infilling.py`` (same recipe, same checkpoint cache:
+``load_or_train``; it trains once, minutes to a quarter of an hour on two CPU cores at
+``n = 256``).  Held-out windows of ``n`` characters get their middle ``span`` characters masked
+(``span = n``: nothing observed, free generation) and each sampler draws the span from the law
+of sequential sampling along a uniformly random order (docs/learned.md):
+
+* ``autospec``: ``numpyro_autospec.engine.run`` with the default ``SamplerConfig`` (or the
+  knobs given on the command line);
+* ``sequential``: ``numpyro_autospec.sequential.sequential_run``, one forward pass (one
+  ``log_conditionals`` row) per step;
+* ``kv-cache``: ``numpyro_autospec.learned.kv_cached_sequential_run``, one prefill pass and
+  then one query-stream row and one appended content row per step (cached keys and values,
+  :math:`O(n d)` per step).
+
+All three are jitted with the window as an argument, one draw per call (the latency of a
+draw), timed after the first call (compilation), in wall-clock seconds and in CPU seconds of
+the process (all its threads; steadier than wall-clock time on a machine shared with other
+jobs).  The script prints the table (rounds,
+forward passes and conditionals per draw, seconds per draw, ratios) and writes
+``results/code_infilling.{txt,csv,png}``.
+
+    .venv/bin/python benchmarks/code_infilling.py                  # n = 256, spans 64 128 256
+    .venv/bin/python benchmarks/code_infilling.py --spans 128 --num-windows 2 --draws 2
+
+Seconds are machine- and load-dependent: compare the ratios of one run (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.util
+import os
+import platform
+import time
+
+import jax
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+METHODS = ("autospec", "sequential", "kv-cache")
+KNOBS = ("window", "window_growth", "floor", "fallback", "block_size", "lookahead")
+
+
+def load_example():
+    """The example module (its training recipe, checkpoint naming and masked windows)."""
+    path = os.path.join(HERE, "..", "examples", "code_infilling.py")
+    spec = importlib.util.spec_from_file_location("code_infilling_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def samplers(oracle, observed_mask: np.ndarray, config) -> dict:
+    """``method -> jitted (key, window) -> Samples`` of one draw."""
+    from numpyro_autospec.engine import run
+    from numpyro_autospec.learned import kv_cached_sequential_run
+    from numpyro_autospec.processes import AnyOrderProcess
+    from numpyro_autospec.sequential import sequential_run
+
+    def process(window):
+        n, q = oracle.num_positions, oracle.num_categories
+        return AnyOrderProcess(
+            oracle, n, q, observed_values=window, observed_mask=observed_mask, name="code"
+        )
+
+    draw = {
+        "autospec": lambda keys, window: run(process(window), keys, config),
+        "sequential": lambda keys, window: sequential_run(process(window), keys),
+        "kv-cache": lambda keys, window: kv_cached_sequential_run(process(window), keys),
+    }
+    return {
+        name: jax.jit(lambda key, window, f=f: f(key[None], window)) for name, f in draw.items()
+    }
+
+
+def measure(oracle, windows: np.ndarray, observed_mask, config, draws: int) -> list[dict]:
+    """One row per method: costs and seconds per draw over every window and draw."""
+    rows = []
+    for name, sampler in samplers(oracle, observed_mask, config).items():
+        begin = time.perf_counter()
+        jax.block_until_ready(sampler(jax.random.PRNGKey(0), windows[0]))
+        first = time.perf_counter() - begin
+        rounds, queries, conditionals, seconds, cpu_seconds = [], [], [], [], []
+        for index, window in enumerate(windows):
+            for draw in range(draws):
+                key = jax.random.PRNGKey(1 + index * draws + draw)
+                begin, begin_cpu = time.perf_counter(), time.process_time()
+                out = jax.block_until_ready(sampler(key, window))
+                seconds.append(time.perf_counter() - begin)
+                cpu_seconds.append(time.process_time() - begin_cpu)
+                rounds.append(float(out.rounds[0]))
+                queries.append(float(out.queries[0]))
+                conditionals.append(
+                    queries[-1] if out.conditionals is None else float(out.conditionals[0])
+                )
+        rows.append(
+            {
+                "method": name,
+                "free": int((~observed_mask).sum()),
+                "rounds": float(np.mean(rounds)),
+                "max_rounds": float(np.max(rounds)),
+                "queries": float(np.mean(queries)),
+                "conditionals": float(np.mean(conditionals)),
+                "s_per_draw": float(np.mean(seconds)),
+                "cpu_s_per_draw": float(np.mean(cpu_seconds)),
+                "compile_s": round(first - float(np.mean(seconds)), 1),
+            }
+        )
+        print(
+            f"  {name:<11} free {rows[-1]['free']:>4}: {rows[-1]['rounds']:7.1f} rounds, "
+            f"{rows[-1]['queries']:7.1f} passes, {rows[-1]['s_per_draw']:.3f} s/draw, "
+            f"{rows[-1]['cpu_s_per_draw']:.3f} CPU s/draw",
+            flush=True,
+        )
+    return rows
+
+
+def table(rows: list[dict], n: int) -> str:
+    header = (
+        "| free sites | method | rounds/draw (max) | forward passes/draw | conditionals/draw "
+        "| s/draw | CPU s/draw | sequential s / this s | kv-cache s / this s |"
+    )
+    lines = [header, "|" + "---|" * 9]
+    for row in rows:
+        same = [r for r in rows if r["free"] == row["free"]]
+        plain = next(r for r in same if r["method"] == "sequential")["s_per_draw"]
+        cached = next(r for r in same if r["method"] == "kv-cache")["s_per_draw"]
+        lines.append(
+            f"| {row['free']} of {n} | {row['method']} | {row['rounds']:.1f} "
+            f"({row['max_rounds']:.0f}) | {row['queries']:.1f} | {row['conditionals']:.0f} "
+            f"| {row['s_per_draw']:.3f} | {row['cpu_s_per_draw']:.3f} "
+            f"| {plain / row['s_per_draw']:.2f}x "
+            f"| {cached / row['s_per_draw']:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], n: int, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    spans = sorted({r["free"] for r in rows})
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    fields = [
+        ("rounds", "rounds per draw (latency)"),
+        ("queries", "forward passes per draw (work)"),
+        ("s_per_draw", "seconds per draw (jitted, CPU)"),
+    ]
+    position = np.arange(len(spans))
+    for ax, (field, title) in zip(axes, fields, strict=True):
+        for offset, method in enumerate(METHODS):
+            values = [
+                next(r[field] for r in rows if r["free"] == s and r["method"] == method)
+                for s in spans
+            ]
+            bars = ax.bar(position + (offset - 1) * 0.27, values, 0.27, label=method)
+            ax.bar_label(bars, fmt="%.3g", fontsize=7)
+        if field == "rounds":
+            ax.axhline(n / 8, color="black", lw=0.8, ls="--", label="n / 8")
+        if field == "queries":
+            ax.axhline(n, color="black", lw=0.8, ls="--", label="n")
+        ax.set_xticks(position, [f"{s} free of {n}" for s in spans])
+        ax.set_yscale("log")
+        ax.set_title(title, fontsize=10)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"Infilling held-out Python with a two-stream transformer, n = {n}", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(args: argparse.Namespace) -> list[dict]:
+    from numpyro_autospec.config import SamplerConfig
+
+    example = load_example()
+    example_args = example.parse_args(
+        ["--num-positions", str(args.num_positions), "--model-size", str(args.model_size)]
+        + ["--num-steps", str(args.num_steps), "--no-progress-bar"]
+        + (["--cache-dir", args.cache_dir] if args.cache_dir else [])
+    )
+    corpus = example.load_code_corpus(example_args.held_out_fraction, example_args.max_characters)
+    oracle, metadata = example.train_or_load(example_args, corpus)
+    knobs = {k: getattr(args, k) for k in KNOBS if getattr(args, k) is not None}
+    config = SamplerConfig(**knobs)
+    rows = []
+    for span in args.spans:
+        windows, observed_mask = example.masked_examples(
+            corpus.held_out, args.num_positions, span, args.num_windows, args.seed
+        )
+        rows += measure(oracle, windows, observed_mask, config, args.draws)
+    n = args.num_positions
+    text = "\n".join(
+        [
+            table(rows, n),
+            "",
+            f"n = {n}, d = {args.model_size}, {example_args.num_layers} layers, "
+            f"{args.num_steps} training steps; held-out bits/char "
+            f"{metadata['held_out_bits_random_order']:.3f} (random orders); "
+            f"{args.num_windows} held-out windows x {args.draws} draws per method and span; "
+            f"SamplerConfig({', '.join(f'{k}={v}' for k, v in knobs.items())}); "
+            f"one draw per jitted call; {platform.processor() or platform.machine()}, "
+            f"{os.cpu_count()} CPUs, jax {jax.__version__}.  kv-cache: its 'passes' are one "
+            "prefill pass and one incremental step (a query row and an appended content row, "
+            "O(n d) per layer) per free site.",
+        ]
+    )
+    print("\n" + text)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "code_infilling.txt"), "w") as file:
+        file.write(text + "\n")
+    with open(os.path.join(args.out, "code_infilling.csv"), "w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    plot(rows, n, os.path.join(args.out, "code_infilling.png"))
+    return rows
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--num-positions", type=int, default=256, help="n (as the example)")
+    parser.add_argument("--model-size", type=int, default=64, help="width d (as the example)")
+    parser.add_argument("--num-steps", type=int, default=900, help="training steps (example)")
+    parser.add_argument("--spans", type=int, nargs="+", default=[64, 128, 256], help="free sites")
+    parser.add_argument("--num-windows", type=int, default=3, help="held-out windows per span")
+    parser.add_argument("--draws", type=int, default=2, help="draws per window and method")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the window choice")
+    parser.add_argument("--cache-dir", default=None, help="checkpoint cache (example default)")
+    parser.add_argument("--out", default=os.path.join(HERE, "results"), help="table, CSV, plot")
+    for knob in ("window", "window_growth", "floor", "fallback", "block_size"):
+        parser.add_argument(
+            f"--{knob.replace('_', '-')}", type=int, default=None, help="SamplerConfig knob"
+        )
+    parser.add_argument(
+        "--lookahead",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="SamplerConfig.lookahead (default: the config's)",
+    )
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    main(parse_args())
