@@ -10,6 +10,7 @@ import re
 
 import jax
 import numpyro
+import pytest
 from jax import monitoring
 from numpyro.infer import MCMC
 
@@ -39,7 +40,15 @@ def compilations(action) -> list[str]:
     return list(COMPILED)
 
 
-def test_a_second_run_and_a_restart_compile_nothing():
+@pytest.fixture
+def progress_bar(monkeypatch):
+    """NumPyro's default progress bar, which it turns off under these variables (then it
+    re-jits its loop at every ``run``: see docs/numpyro.md)."""
+    for variable in ("CI", "PYTEST_XDIST_WORKER"):
+        monkeypatch.delenv(variable, raising=False)
+
+
+def test_a_second_run_and_a_restart_compile_nothing(progress_bar):
     mcmc = MCMC(AutospecKernel(model), num_warmup=0, num_samples=2)
     first = compilations(lambda: mcmc.run(jax.random.PRNGKey(0)))
     assert first, "the listener saw no compilation: the counts below would prove nothing"
@@ -53,7 +62,7 @@ def test_a_second_run_and_a_restart_compile_nothing():
     assert mcmc.get_samples()["x"].shape == (2, 8)
 
 
-def test_the_progress_bar_says_it_is_compiling_and_keeps_it_out_of_the_rate(capfd):
+def test_the_progress_bar_says_it_is_compiling_and_keeps_it_out_of_the_rate(capfd, progress_bar):
     mcmc = MCMC(AutospecKernel(model), num_warmup=0, num_samples=3)
     mcmc.run(jax.random.PRNGKey(0))
     err = capfd.readouterr().err
