@@ -179,8 +179,10 @@ def measure_engine(case: str) -> dict:
 
 def measure(case: str, split_batch_bytes: int | None) -> dict:
     if split_batch_bytes is not None:
-        import numpyro_autospec.engine.plan as plan_module
+        import importlib
 
+        # the module (``numpyro_autospec.engine.plan`` as an attribute is the function)
+        plan_module = importlib.import_module("numpyro_autospec.engine.plan")
         plan_module.SPLIT_BATCH_BYTES = split_batch_bytes
     return measure_engine(case) if case.startswith("engine") else measure_mcmc(case)
 

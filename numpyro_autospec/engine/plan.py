@@ -93,7 +93,7 @@ def buckets(largest: int, smallest: int = 16, item_bytes: int = 0) -> tuple[int,
     sizes, size = [], max(1, int(largest))
     while True:
         sizes.append(size)
-        if size <= smallest or size * item_bytes <= SPLIT_BATCH_BYTES:
+        if size <= smallest or 0 < size * item_bytes <= SPLIT_BATCH_BYTES:
             break
         size = max(smallest, size // 4)
     return tuple(sorted(set(sizes)))
@@ -160,10 +160,13 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         max_queries = int(capacity.max_queries)
         if max_queries < 1:
             raise ValueError(f"capacity.max_queries must be >= 1, got {max_queries}")
-    # bytes one item of each batch moves: its answer, plus a copy of its slot's state unless
-    # the process reads the pool in place
-    state_bytes = 0 if has_batched_forms(process) else nbytes(x_shape)
-    query_buckets = buckets(max_queries, item_bytes=nbytes(row_shape) + state_bytes)
+    # bytes one item of each batch moves: its answer and a copy of its slot's state.  A process
+    # with batched forms reads the pool in place, so bytes do not measure its queries' work (a
+    # denoiser over a whole point cloud per query): its single-step batches keep every size
+    if has_batched_forms(process):
+        query_buckets = buckets(max_queries)
+    else:
+        query_buckets = buckets(max_queries, item_bytes=nbytes(row_shape) + nbytes(x_shape))
     if capacity.max_transitions is None:
         # every micro-step gathers max_transitions slots in each of its phases, whether they
         # move or not, so max_transitions * slot_bytes is per-micro-step memory traffic: keep
