@@ -20,7 +20,7 @@ from numpyro_autospec.engine.sharding import check_mesh
 from numpyro_autospec.processes.base import has_discrete_steps
 from numpyro_autospec.rejection import batch_size
 
-__all__ = ["RECURSION_ROOT_SLOTS", "Capacity", "Plan", "plan", "buckets"]
+__all__ = ["RECURSION_ROOT_SLOTS", "SPLIT_BATCH_BYTES", "Capacity", "Plan", "plan", "buckets"]
 
 
 #: smallest default pool when the root is made of recursion blocks.  Measured on stochastic
@@ -28,6 +28,13 @@ __all__ = ["RECURSION_ROOT_SLOTS", "Capacity", "Plan", "plan", "buckets"]
 #: with 50 slots (4 depth + 2) queued residual batches took the mean rounds to 734 (digits)
 #: and 332 (mixture), with 512 slots to 169 and 150, same draws.
 RECURSION_ROOT_SLOTS = 512
+
+#: a batch of queries that moves at most this many bytes (answers and gathered states) is not
+#: split into smaller buckets: each bucket size is one more compiled copy of the oracle call and
+#: its scatters (``lax.switch`` in :func:`numpyro_autospec.engine.rounds.bucketed`), which costs
+#: compile time, while running such a batch at full size costs little
+#: (``benchmarks/compile_time.py``, docs/benchmarks.md).
+SPLIT_BATCH_BYTES = 1 << 18
 
 
 class Capacity(NamedTuple):
@@ -72,8 +79,10 @@ class Plan(NamedTuple):
     final_query: bool
     num_draws: int
     num_slots: int
-    query_buckets: tuple[int, ...]
-    lane_buckets: tuple[int, ...]  # batch sizes of speculation queries and block-scoring calls
+    query_buckets: tuple[int, ...]  # batch sizes of single-step queries
+    lane_buckets: tuple[int, ...]  # batch sizes of speculation queries
+    block_buckets: tuple[int, ...]  # batch sizes of recursion-block scoring calls
+    window_buckets: tuple[int, ...]  # batch sizes of root-window scoring calls
     answer_rows: int  # rows of a speculation answer
     block_scoring: bool  # scoring steps of a block are one score_block call
     max_transitions: int
@@ -83,13 +92,16 @@ class Plan(NamedTuple):
     mesh: Mesh | None = None  # devices a round's oracle batch is split over (None: no split)
 
 
-def buckets(largest: int, smallest: int = 16) -> tuple[int, ...]:
+def buckets(largest: int, smallest: int = 16, item_bytes: int = 0) -> tuple[int, ...]:
     """Batch sizes ``largest, largest / 4, ...`` down to ``smallest`` (a round runs in the
-    smallest that holds its demand)."""
+    smallest that holds its demand), stopping at the first size whose batch moves at most
+    :data:`SPLIT_BATCH_BYTES` when one item of the batch moves ``item_bytes`` (0: no such
+    stop).  A small problem thus compiles one size per query shape, a large one keeps the
+    sizes that save work."""
     sizes, size = [], max(1, int(largest))
     while True:
         sizes.append(size)
-        if size <= smallest:
+        if size <= smallest or 0 < size * item_bytes <= SPLIT_BATCH_BYTES:
             break
         size = max(smallest, size // 4)
     return tuple(sorted(set(sizes)))
@@ -157,7 +169,13 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         max_queries = int(capacity.max_queries)
         if max_queries < 1:
             raise ValueError(f"capacity.max_queries must be >= 1, got {max_queries}")
-    query_buckets = buckets(max_queries)
+    # bytes one item of each batch moves: its answer and a copy of its slot's state.  A process
+    # with batched forms reads the pool in place, so bytes do not measure its queries' work (a
+    # denoiser over a whole point cloud per query): its single-step batches keep every size
+    if has_batched_forms(process):
+        query_buckets = buckets(max_queries)
+    else:
+        query_buckets = buckets(max_queries, item_bytes=nbytes(row_shape) + nbytes(x_shape))
     if capacity.max_transitions is None:
         # every micro-step gathers max_transitions slots in each of its phases, whether they
         # move or not, so max_transitions * slot_bytes is per-micro-step memory traffic: keep
@@ -167,6 +185,12 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         max_transitions = int(capacity.max_transitions)
         if max_transitions < 1:
             raise ValueError(f"capacity.max_transitions must be >= 1, got {max_transitions}")
+    verify_lanes = max(1, min(num_draws, max_transitions))
+
+    def score_bytes(rows: int) -> int:
+        """Bytes of one block-scoring call of ``rows`` rows and its gathered state."""
+        return rows * nbytes(row_shape) + nbytes(x_shape)
+
     batch_sizes = np.array(
         [min(batch_size(r, config.growth), 1 << 24) for r in range(64)], dtype=np.int32
     )
@@ -176,13 +200,15 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         policy=policy,
         seq_block=recursion_block,
         window_size=window,
-        verify_lanes=max(1, min(num_draws, max_transitions)),
+        verify_lanes=verify_lanes,
         lookahead=bool(config.lookahead),
         final_query=bool(process.final_query),
         num_draws=num_draws,
         num_slots=num_slots,
         query_buckets=query_buckets,
-        lane_buckets=buckets(num_slots, smallest=4),
+        lane_buckets=buckets(num_slots, 4, nbytes(answer_shape) + nbytes(x_shape)),
+        block_buckets=buckets(num_slots, 4, score_bytes(policy.score_rows(False))),
+        window_buckets=buckets(verify_lanes, 4, score_bytes(policy.score_rows(True))),
         answer_rows=answer_rows,
         block_scoring=block_scoring,
         max_transitions=max_transitions,

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
-from numpyro_autospec.engine.plan import buckets, has_batched_forms
+from numpyro_autospec.engine.plan import has_batched_forms
 from numpyro_autospec.engine.pool import Pool, Status, gather, scatter
 from numpyro_autospec.engine.sharding import sharded_batch
 from numpyro_autospec.engine.state import Context, EngineState, nonfinite_defect
@@ -297,14 +297,14 @@ def query_round(context: Context, state: EngineState) -> EngineState:
         state = bucketed(
             state,
             windows,
-            buckets(plan.verify_lanes, smallest=4),
+            plan.window_buckets,
             lambda state, size: block_round(context, state, size, True),
         )
         recursion = jnp.sum(blocks & ~pool.verifying)
         state = bucketed(
             state,
             recursion,
-            plan.lane_buckets,
+            plan.block_buckets,
             lambda state, size: block_round(context, state, size, False),
         )
     has_demand = total > 0

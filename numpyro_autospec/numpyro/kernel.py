@@ -42,6 +42,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import identity, is_prng_key
 
@@ -53,6 +54,7 @@ from numpyro_autospec.numpyro.inspection import (
     UnsupportedModelError,
     inspect_model,
 )
+from numpyro_autospec.numpyro.progress import announce_compilation
 from numpyro_autospec.numpyro.steps import (
     AutospecState,
     autospec_step,
@@ -70,6 +72,21 @@ __all__ = [
     "inspect_model",
     "pooled_autospec_step",
 ]
+
+
+def inspection_key(model_args: tuple, model_kwargs: dict):
+    """A hashable key of model arguments (arrays by identity), or ``None`` if some argument
+    is neither hashable nor an array."""
+
+    def hashable(value):
+        return ("array", id(value)) if isinstance(value, (np.ndarray, jax.Array)) else value
+
+    key = jax.tree.map(hashable, (model_args, tuple(sorted(model_kwargs.items()))))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 class AutospecKernel(MCMCKernel):
@@ -143,7 +160,7 @@ class AutospecKernel(MCMCKernel):
         self._config = config.validate()
         self._capacity = capacity
         self._validate = validate
-        self._inspection: tuple[Any, ModelInspection] | None = None
+        self._inspection: tuple[Any, ModelInspection, tuple] | None = None
         self._sample_fn = None
         self._num_steps = 0
 
@@ -173,13 +190,18 @@ class AutospecKernel(MCMCKernel):
         return identity
 
     def inspect(self, model_args=(), model_kwargs=None) -> ModelInspection:
-        """:func:`inspect_model` of this kernel's model (cached per arguments)."""
-        key = (model_args, model_kwargs)
+        """:func:`inspect_model` of this kernel's model, cached per arguments: equal hashable
+        arguments, the same array objects (as NumPyro's ``MCMC`` keys its own caches), so a
+        second ``MCMC.run`` neither inspects nor probes the oracles again (a probe is a
+        compilation)."""
+        model_kwargs = {} if model_kwargs is None else model_kwargs
+        key = inspection_key(model_args, model_kwargs)
         cached = self._inspection
-        if cached is not None and cached[0][0] is model_args and cached[0][1] is model_kwargs:
+        if cached is not None and key is not None and cached[0] == key:
             return cached[1]
         inspection = inspect_model(self._model, model_args, model_kwargs, validate=self._validate)
-        self._inspection = (key, inspection)
+        # the arguments are held with the key, so the ids of arrays in the key stay theirs
+        self._inspection = (key, inspection, (model_args, model_kwargs))
         return inspection
 
     def adapt(self, rng_key, num_warmup: int, model_args, model_kwargs) -> SamplerConfig:
@@ -233,6 +255,8 @@ class AutospecKernel(MCMCKernel):
         """A fresh exact joint draw (independent of ``state.z``)."""
         if self._sample_fn is None:
             raise RuntimeError("AutospecKernel.init must be called before sample")
+        if isinstance(state.i, jax.core.Tracer):  # traced: a compilation follows
+            announce_compilation("the autospeculation sampler")
         return self._sample_fn(state, model_args, model_kwargs)
 
     def __getstate__(self):

@@ -1,0 +1,257 @@
+"""Seconds to the first draw: one-draw ``MCMC(AutospecKernel(model)).run`` from a fresh process,
+split into XLA compilation and the rest (tracing, lowering, inspection, the draw), then a
+restart from ``last_state``, a second ``MCMC`` of the same model, and the engine alone.
+
+Cases (each in its own subprocess, so that nothing is compiled before it):
+
+* ``cw-32``, ``cw-1024``: a Curie-Weiss ``AnyOrderAR`` site on ``{0, 1}^n``;
+* ``diffusion-64``: a ``StochasticLocalization`` site, the 8x8 digits point cloud on
+  ``default_times(64)`` (docs/diffusion.md);
+* ``engine-cw-64x100``: ``jax.jit(lambda k: engine.run(process, k, SamplerConfig()))`` on
+  Curie-Weiss n = 64 with 100 keys, trace, lower and compile timed separately.
+
+MCMC runs use NumPyro's defaults (``progress_bar=True``, its output discarded); the restart
+is ``mcmc.post_warmup_state = mcmc.last_state; mcmc.run(mcmc.post_warmup_state.rng_key)``,
+timed with the bar (NumPyro reuses its compiled loop) and without it (NumPyro re-jits its loop
+when ``progress_bar=False``).  ``--split-batch-bytes -1`` splits every query batch down to the
+smallest bucket size (the plan before ``SPLIT_BATCH_BYTES``), for comparison.
+
+    .venv/bin/python benchmarks/compile_time.py                       # table, CSV and plot
+    .venv/bin/python benchmarks/compile_time.py --split-batch-bytes -1 --label split-all
+
+Seconds are machine- and load-dependent: compare the ratios of one run (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CASES = ("cw-32", "cw-1024", "diffusion-64", "engine-cw-64x100")
+COLUMNS = (
+    "case",
+    "first draw s",
+    "XLA compile s",
+    "restart s",
+    "restart, no bar s",
+    "new MCMC s",
+    "buckets",
+)
+
+
+class Compilations:
+    """Durations of the XLA compilations that end while it is active (``jax.monitoring``)."""
+
+    def __init__(self):
+        from jax import monitoring
+
+        from numpyro_autospec.numpyro.progress import BACKEND_COMPILE_EVENT
+
+        self.event, self.durations = BACKEND_COMPILE_EVENT, []
+        monitoring.register_event_duration_secs_listener(self.record)
+
+    def record(self, event, duration, **kwargs):
+        if event == self.event:
+            self.durations.append(duration)
+
+    def take(self) -> float:
+        total, self.durations = sum(self.durations), []
+        return total
+
+
+def make_model(case: str):
+    """``(model, distribution)``: a model with one site ``x`` of ``distribution``."""
+    import numpyro
+
+    from numpyro_autospec import AnyOrderAR, StochasticLocalization
+    from numpyro_autospec.oracles import CurieWeissOracle
+
+    family, size = case.split("-")
+    n = int(size)
+    if family == "cw":
+        distribution = AnyOrderAR(CurieWeissOracle(n, beta=1.0), n, 2)
+    else:
+        from numpyro_autospec.denoisers import digits_point_cloud
+        from numpyro_autospec.processes.diffusion import default_times
+
+        distribution = StochasticLocalization(digits_point_cloud(), dim=64, times=default_times(n))
+
+    def model():
+        numpyro.sample("x", distribution)
+
+    return model, distribution
+
+
+def bucket_summary(process, draws: int) -> str:
+    import jax
+
+    from numpyro_autospec.config import SamplerConfig
+    from numpyro_autospec.engine.plan import Capacity, plan
+
+    key = jax.random.key_data(jax.random.PRNGKey(0))
+    sizes = plan(process, SamplerConfig(), Capacity(), draws, key)
+    shapes = (sizes.lane_buckets, sizes.query_buckets, sizes.block_buckets, sizes.window_buckets)
+    return " ".join(str(len(shape)) for shape in shapes)
+
+
+def measure_mcmc(case: str) -> dict:
+    import jax
+    from numpyro.infer import MCMC
+
+    from numpyro_autospec import AutospecKernel
+
+    compilations = Compilations()
+    model, distribution = make_model(case)
+
+    def timed(action) -> tuple[float, float]:
+        start = time.perf_counter()
+        with contextlib.redirect_stderr(io.StringIO()):
+            action()
+        return time.perf_counter() - start, compilations.take()
+
+    def restart(mcmc):
+        mcmc.post_warmup_state = mcmc.last_state
+        mcmc.run(mcmc.post_warmup_state.rng_key)
+        jax.block_until_ready(mcmc.get_samples())
+
+    def fresh(progress_bar=True):
+        mcmc = MCMC(AutospecKernel(model), num_warmup=0, num_samples=1, progress_bar=progress_bar)
+        mcmc.run(jax.random.PRNGKey(0))
+        jax.block_until_ready(mcmc.get_samples())
+        return mcmc
+
+    mcmcs = []
+    first, compile_seconds = timed(lambda: mcmcs.append(fresh()))
+    restart_seconds, _ = timed(lambda: restart(mcmcs[0]))
+    new_seconds, _ = timed(fresh)
+    quiet = fresh(progress_bar=False)
+    compilations.take()
+    quiet_restart, _ = timed(lambda: restart(quiet))
+    process = distribution.make_process("x")
+    return {
+        "case": case,
+        "first draw s": first,
+        "XLA compile s": compile_seconds,
+        "restart s": restart_seconds,
+        "restart, no bar s": quiet_restart,
+        "new MCMC s": new_seconds,
+        "buckets": bucket_summary(process, 1),
+    }
+
+
+def measure_engine(case: str) -> dict:
+    import jax
+
+    from numpyro_autospec.config import SamplerConfig
+    from numpyro_autospec.engine import run
+    from numpyro_autospec.oracles import CurieWeissOracle
+    from numpyro_autospec.processes import AnyOrderProcess
+
+    process = AnyOrderProcess(CurieWeissOracle(64, beta=1.0), 64, 2)
+    keys = jax.random.split(jax.random.PRNGKey(0), 100)
+    function = jax.jit(lambda keys: run(process, keys, SamplerConfig()))
+    start = time.perf_counter()
+    traced = function.trace(keys)
+    lowered = traced.lower()
+    lowered_at = time.perf_counter()
+    compiled = lowered.compile()
+    compiled_at = time.perf_counter()
+    jax.block_until_ready(compiled(keys))
+    drawn_at = time.perf_counter()
+    return {
+        "case": case,
+        "first draw s": drawn_at - start,
+        "XLA compile s": compiled_at - lowered_at,
+        "restart s": float("nan"),
+        "restart, no bar s": float("nan"),
+        "new MCMC s": float("nan"),
+        "buckets": bucket_summary(process, 100),
+    }
+
+
+def measure(case: str, split_batch_bytes: int | None) -> dict:
+    if split_batch_bytes is not None:
+        import importlib
+
+        # the module (``numpyro_autospec.engine.plan`` as an attribute is the function)
+        plan_module = importlib.import_module("numpyro_autospec.engine.plan")
+        plan_module.SPLIT_BATCH_BYTES = split_batch_bytes
+    return measure_engine(case) if case.startswith("engine") else measure_mcmc(case)
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for row in rows:
+        cells = [row[c] if isinstance(row[c], str) else f"{row[c]:.2f}" for c in COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 3.5))
+    names = [row["case"] for row in rows]
+    compile_seconds = [row["XLA compile s"] for row in rows]
+    rest = [row["first draw s"] - row["XLA compile s"] for row in rows]
+    axes.barh(names, compile_seconds, label="XLA compilation")
+    axes.barh(names, rest, left=compile_seconds, label="tracing, lowering, inspection, draw")
+    axes.axvline(5.0, color="black", linestyle=":", label="goal: 5 s")
+    axes.set_xlabel("seconds to the first draw (fresh process)")
+    axes.invert_yaxis()
+    axes.legend(loc="lower right", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def main(args: argparse.Namespace) -> None:
+    if args.measure:
+        print(json.dumps(measure(args.measure, args.split_batch_bytes)))
+        return
+    rows = []
+    for case in args.cases:
+        command = [sys.executable, os.path.abspath(__file__), "--measure", case]
+        if args.split_batch_bytes is not None:
+            command += ["--split-batch-bytes", str(args.split_batch_bytes)]
+        result = subprocess.run(command, capture_output=True, text=True, check=True)
+        rows.append(json.loads(result.stdout.strip().splitlines()[-1]))
+        print(table(rows[-1:]).splitlines()[-1], flush=True)
+    print()
+    print(table(rows))
+    os.makedirs(args.output, exist_ok=True)
+    stem = os.path.join(args.output, "compile_time" + (f"_{args.label}" if args.label else ""))
+    with open(stem + ".csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    plot(rows, stem + ".png")
+    print(f"\nwrote {stem}.csv and {stem}.png")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
+    parser.add_argument(
+        "--split-batch-bytes",
+        type=int,
+        default=None,
+        help="override engine.plan.SPLIT_BATCH_BYTES (-1: split every batch); default: shipped",
+    )
+    parser.add_argument("--label", default="", help="suffix of the output files")
+    parser.add_argument("--output", default=os.path.join(HERE, "results"))
+    parser.add_argument("--measure", default=None, help=argparse.SUPPRESS)
+    main(parser.parse_args())

@@ -1,0 +1,82 @@
+"""Compilation seen from NumPyro's ``MCMC``: a second ``run`` and a restart from ``last_state``
+compile nothing, and the progress bar says that the sampler is compiling (and keeps the
+compile time out of its rates), while ``progress_bar=False`` stays quiet.
+
+Compilations are counted with JAX's backend-compile event (:mod:`jax.monitoring`), the event
+:mod:`numpyro_autospec.numpyro.progress` listens to.
+"""
+
+import re
+
+import jax
+import numpyro
+import pytest
+from jax import monitoring
+from numpyro.infer import MCMC
+
+from numpyro_autospec import AnyOrderAR, AutospecKernel
+from numpyro_autospec.numpyro.progress import BACKEND_COMPILE_EVENT
+from numpyro_autospec.oracles import CurieWeissOracle
+
+COMPILED: list[str] = []
+
+
+def _record(event, duration, **kwargs):
+    if event == BACKEND_COMPILE_EVENT:
+        COMPILED.append(kwargs.get("fun_name", "?"))
+
+
+monitoring.register_event_duration_secs_listener(_record)
+
+
+def model(n=8):
+    numpyro.sample("x", AnyOrderAR(CurieWeissOracle(n, beta=1.0), n, 2))
+
+
+def compilations(action) -> list[str]:
+    """The programs XLA compiled while ``action()`` ran."""
+    COMPILED.clear()
+    action()
+    return list(COMPILED)
+
+
+@pytest.fixture
+def progress_bar(monkeypatch):
+    """NumPyro's default progress bar, which it turns off under these variables (then it
+    re-jits its loop at every ``run``: see docs/numpyro.md)."""
+    for variable in ("CI", "PYTEST_XDIST_WORKER"):
+        monkeypatch.delenv(variable, raising=False)
+
+
+def test_a_second_run_and_a_restart_compile_nothing(progress_bar):
+    mcmc = MCMC(AutospecKernel(model), num_warmup=0, num_samples=2)
+    first = compilations(lambda: mcmc.run(jax.random.PRNGKey(0)))
+    assert first, "the listener saw no compilation: the counts below would prove nothing"
+
+    def restart():
+        mcmc.post_warmup_state = mcmc.last_state
+        mcmc.run(mcmc.post_warmup_state.rng_key)
+
+    assert compilations(lambda: mcmc.run(jax.random.PRNGKey(1))) == []
+    assert compilations(restart) == []
+    assert mcmc.get_samples()["x"].shape == (2, 8)
+
+
+def test_the_progress_bar_says_it_is_compiling_and_keeps_it_out_of_the_rate(capfd, progress_bar):
+    mcmc = MCMC(AutospecKernel(model), num_warmup=0, num_samples=3)
+    mcmc.run(jax.random.PRNGKey(0))
+    err = capfd.readouterr().err
+    assert "compiling the autospeculation sampler" in err
+    seconds = re.search(r"compiled the autospeculation sampler in ([\d.]+) s", err)
+    assert seconds is not None, err
+    # the bar's last elapsed time counts the three draws, not the compilation
+    minutes, secs = map(int, re.findall(r"\[(\d+):(\d+)<", err)[-1])
+    if float(seconds.group(1)) >= 3.0:
+        assert 60 * minutes + secs < float(seconds.group(1)) - 1.0, err
+
+
+def test_no_progress_bar_no_message(capfd):
+    mcmc = MCMC(AutospecKernel(lambda: model(6)), num_warmup=0, num_samples=2, progress_bar=False)
+    assert compilations(lambda: mcmc.run(jax.random.PRNGKey(0)))  # it did compile
+    captured = capfd.readouterr()
+    assert "compil" not in captured.err + captured.out
