@@ -252,7 +252,7 @@ def anyorder_rows(section, target, n, args, report):
     if section == "small":
         samples, seconds = timed(lambda k: sequential_run(process, k), keys)
         add("sequential", "", samples, seconds)
-    for num_rounds in args.maskgit_rounds if section != "small" else (1, 2, 5, 10):
+    for num_rounds in args.maskgit_rounds if section != "small" else args.small_rounds:
         if num_rounds > n:
             continue
         schedule = cosine_schedule(n, num_rounds)
@@ -497,7 +497,7 @@ def plot(rows: list[dict], out_dir: str) -> list[str]:
     axis.set_xticks(np.arange(len(groups)) + 0.4 - width / 2)
     axis.set_xticklabels([f"{t}\n{s}" for _, t, s in groups], fontsize=8)
     axis.set(yscale="log", ylabel="ESS per second (this machine)")
-    axis.legend(fontsize=7)
+    axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     figure.tight_layout()
     paths.append(os.path.join(out_dir, "alternatives_ess.png"))
     figure.savefig(paths[-1], dpi=120)
@@ -537,7 +537,7 @@ def main(args: argparse.Namespace) -> list[dict]:
 
     if "small" in args.sections:
         small = argparse.Namespace(**{**vars(args), "draws": args.small_draws})
-        for target in ("curie-weiss", "ising-chain"):
+        for target in args.small_targets:
             rows += anyorder_rows("small", target, 10, small, report)
     if "anyorder" in args.sections:
         for target, n in itertools.product(args.targets, args.sizes):
@@ -624,6 +624,20 @@ def parse_args(argv=None) -> argparse.Namespace:
         nargs="+",
         default=[8, 64],
         help="MaskGIT rounds R on the large targets",
+    )
+    parser.add_argument(
+        "--small-rounds",
+        type=int,
+        nargs="+",
+        default=[1, 2, 5, 10],
+        help="MaskGIT rounds R on the enumerable targets (n = 10)",
+    )
+    parser.add_argument(
+        "--small-targets",
+        nargs="+",
+        default=["curie-weiss", "ising-chain"],
+        choices=["curie-weiss", "ising-chain"],
+        help="enumerable targets",
     )
     parser.add_argument("--sweeps", type=int, default=400, help="Gibbs sweeps after burn-in")
     parser.add_argument("--gibbs-max-size", type=int, default=4096)
