@@ -217,11 +217,12 @@ def anyorder_rows(section, target, n, args, report):
         def bias_of(values):
             observed = np.bincount(codes_of(values), minlength=exact.size) / len(values)
             expected = exact * len(values)
-            keep = expected >= 5
-            p = stats.chisquare(
-                np.append(observed[keep] * len(values), observed[~keep].sum() * len(values)),
-                np.append(expected[keep], expected[~keep].sum()),
-            ).pvalue
+            keep = expected >= 5  # Cochran's rule: the sparse cells pooled into one
+            observed_cells, expected_cells = observed[keep] * len(values), expected[keep]
+            if expected[~keep].sum() > 0:
+                observed_cells = np.append(observed_cells, observed[~keep].sum() * len(values))
+                expected_cells = np.append(expected_cells, expected[~keep].sum())
+            p = stats.chisquare(observed_cells, expected_cells).pvalue
             return "TV joint", 0.5 * float(np.abs(observed - exact).sum()), float(p)
     else:
         law = statistic_law(target, oracle)
