@@ -408,7 +408,10 @@ def plot(rows: list[dict], out_dir: str) -> list[str]:
         if section == "anyorder":
             axis.plot(sizes, sizes, ":", color="k", label="sequential (n)")
         for method in ("autospec", "gibbs", "hmcgibbs", "sequential", "picard"):
-            settings = sorted({r["setting"] for r in cells if r["method"] == method})
+            settings = sorted(
+                {r["setting"] for r in cells if r["method"] == method and method == "picard"}
+                or {None}
+            )
             for setting in settings:
                 points = [
                     (
@@ -421,9 +424,11 @@ def plot(rows: list[dict], out_dir: str) -> list[str]:
                         ),
                     )
                     for r in cells
-                    if r["method"] == method and r["setting"] == setting
+                    if r["method"] == method and setting in (None, r["setting"])
                 ]
                 points.sort()
+                if not points:
+                    continue
                 label = method + (" (per ESS)" if method in ("gibbs", "hmcgibbs") else "")
                 label += f" {setting}" if method == "picard" else ""
                 axis.plot(
