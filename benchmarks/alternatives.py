@@ -1,0 +1,686 @@
+"""The alternatives side by side: autospeculation beside MaskGIT decoding, NumPyro's Gibbs
+samplers and Picard iteration, on the same oracles, each counting rounds and queries the same way.
+
+Every method reports **rounds** (sequential oracle calls: parallel time) and **queries** (oracle
+evaluations: work) per draw, a **bias** against an exact answer, and arviz's **ESS** of a
+sufficient statistic with seconds measured in this run (compiled calls, compilation excluded).
+
+Sections (``--sections``):
+
+``small``      any-order, enumerable (Curie-Weiss beta = 1 and the Ising chain J = 1, n = 10):
+               bias = total variation of the joint law over all 2^10 configurations
+               (plug-in estimate; the exact sampler's row is the estimate's floor).
+``anyorder``   any-order, large (Curie-Weiss beta = 1 and Ising chain J = 1 at ``--sizes``):
+               bias = total variation of the law of the sufficient statistic (Curie-Weiss: the
+               number of up spins, exact law in closed form; Ising chain: the number of aligned
+               bonds, exactly Binomial(n - 1, e^J / (e^J + e^-J))), in 20 bins of equal exact
+               mass, with the chi-square p-value; ESS of that statistic.
+``diffusion``  stochastic localization of 8 Gaussians in 16 dimensions on ``default_times(N)``:
+               bias against the exact Euler chain (the sequential sampler): total variation of
+               the law of the component each output lands on, and for Picard iteration, which
+               shares the chain's noise, the mean coupled distance ``E|picard - euler|``.
+
+Methods and their cost conventions:
+
+* ``autospec``: the engine (``numpyro_autospec.engine.run``, default config), exact; rounds and
+  queries as the engine counts them, per draw;
+* ``sequential``: one step per round (``numpyro_autospec.sequential``), exact;
+* ``maskgit``: ``numpyro_autospec.baselines.maskgit_run`` with the cosine schedule of R rounds,
+  confidence order (``maskgit-random``: random order); R rounds, R queries; biased;
+* ``gibbs`` / ``hmcgibbs``: NumPyro's ``DiscreteGibbs`` (exact single-site conditionals) and
+  ``DiscreteHMCGibbs(NUTS, modified=True)`` on a model with ``numpyro.factor`` of the
+  unnormalized log density; one draw = one sweep over the n sites in random order, **counted as
+  n rounds** (each site's update depends on the previous one) and n * q queries (the model's
+  density at each value of the site); ESS per round = ESS / (sweeps * n);
+* ``picard``: ``numpyro_autospec.baselines.picard_run`` (window ``--window``, tolerances
+  ``--tolerances``); rounds = iterations + 1, queries = denoiser evaluations.
+
+Writes ``alternatives.{txt,csv}`` and ``alternatives_{rounds,bias,ess}.png`` to ``--out-dir``.
+
+Examples::
+
+    python benchmarks/alternatives.py                 # n = 256, 1024; N = 256 (minutes)
+    python benchmarks/alternatives.py --large         # adds n = 4096 and N = 1024
+    python benchmarks/alternatives.py --quick         # a smoke run: few draws, small sizes
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import os
+import subprocess
+import sys
+import time
+
+import arviz
+import jax
+import jax.numpy as jnp
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import numpyro  # noqa: E402
+import numpyro.distributions as dist  # noqa: E402
+from numpyro.infer import MCMC, NUTS, DiscreteGibbs, DiscreteHMCGibbs  # noqa: E402
+from scipy import stats  # noqa: E402
+
+from numpyro_autospec.baselines import cosine_schedule, maskgit_run, picard_run  # noqa: E402
+from numpyro_autospec.engine import run  # noqa: E402
+from numpyro_autospec.oracles import CurieWeissOracle, IsingChainOracle  # noqa: E402
+from numpyro_autospec.processes import AnyOrderProcess  # noqa: E402
+from numpyro_autospec.sequential import sequential_run  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from diffusion_rounds import engine_capacity, make_process  # noqa: E402
+
+RESULTS = os.path.join(HERE, "results")
+FIELDS = [
+    "section", "target", "size", "method", "setting", "draws", "mean_rounds", "mean_queries",
+    "bias_metric", "bias", "bias_p_value", "ess", "seconds", "ess_per_second",
+    "ess_per_round", "commit",
+]  # fmt: skip
+NUM_BINS = 20
+BETA, COUPLING = 1.0, 1.0
+
+
+# ------------------------------------------------------------------------------ targets
+def make_oracle(target: str, n: int):
+    if target == "curie-weiss":
+        return CurieWeissOracle(n, beta=BETA)
+    return IsingChainOracle.uniform(n, coupling=COUPLING)
+
+
+def statistic(target: str, values: np.ndarray) -> np.ndarray:
+    """Curie-Weiss: up spins; Ising chain: aligned bonds."""
+    values = np.asarray(values)
+    if target == "curie-weiss":
+        return values.sum(axis=-1)
+    return (values[..., 1:] == values[..., :-1]).sum(axis=-1)
+
+
+def statistic_law(target: str, oracle) -> np.ndarray:
+    """Exact law of :func:`statistic`, float64."""
+    if target == "curie-weiss":
+        return np.exp(oracle.magnetization_log_probs())
+    n = oracle.num_positions
+    aligned = np.exp(COUPLING) / (np.exp(COUPLING) + np.exp(-COUPLING))
+    return stats.binom.pmf(np.arange(n), n - 1, aligned)
+
+
+def binned_bias(law: np.ndarray, samples: np.ndarray) -> tuple[float, float]:
+    """(TV, chi-square p) of the statistic's law in ``NUM_BINS`` bins of equal exact mass."""
+    cumulative = np.cumsum(law)
+    bins = np.minimum((NUM_BINS * (cumulative - law / 2)).astype(int), NUM_BINS - 1)
+    expected = np.bincount(bins, weights=law, minlength=NUM_BINS)
+    observed = np.bincount(bins[np.asarray(samples, int)], minlength=NUM_BINS).astype(float)
+    keep = expected > 0
+    expected, observed = expected[keep], observed[keep]
+    total_variation = 0.5 * np.abs(observed / observed.sum() - expected).sum()
+    p_value = stats.chisquare(observed, expected * observed.sum()).pvalue
+    return float(total_variation), float(p_value)
+
+
+def ess(values: np.ndarray) -> float:
+    """arviz's bulk ESS of one chain of a scalar statistic."""
+    return float(arviz.ess(np.asarray(values, float)[None, :]))
+
+
+def timed(function, *args):
+    """``(result, seconds)`` of a compiled call, compilation excluded."""
+    compiled = jax.jit(function).lower(*args).compile()
+    start = time.perf_counter()
+    result = jax.block_until_ready(compiled(*args))
+    return result, time.perf_counter() - start
+
+
+def row(
+    section,
+    target,
+    size,
+    method,
+    setting,
+    draws,
+    rounds,
+    queries,
+    metric,
+    bias,
+    p_value,
+    effective,
+    seconds,
+):
+    return {
+        "section": section,
+        "target": target,
+        "size": size,
+        "method": method,
+        "setting": setting,
+        "draws": draws,
+        "mean_rounds": float(np.mean(rounds)),
+        "mean_queries": float(np.mean(queries)),
+        "bias_metric": metric,
+        "bias": bias,
+        "bias_p_value": p_value,
+        "ess": effective,
+        "seconds": seconds,
+        "ess_per_second": effective / seconds if seconds else float("nan"),
+        "ess_per_round": effective / float(np.sum(rounds)),
+    }
+
+
+# ------------------------------------------------------------------------------ any-order
+def gibbs_model(target: str, oracle):
+    """Uniform Bernoulli prior and ``numpyro.factor`` of the unnormalized log density."""
+    n = oracle.num_positions
+
+    def model():
+        x = numpyro.sample("x", dist.Bernoulli(0.5).expand([n]))
+        spins = 2.0 * x - 1.0
+        if target == "curie-weiss":
+            magnetization = jnp.sum(spins)
+            energy = oracle.beta / (2 * n) * magnetization**2 + oracle.h * magnetization
+        else:
+            energy = spins @ oracle.fields + (spins[:-1] * spins[1:]) @ oracle.couplings
+        numpyro.factor("energy", energy)
+
+    return model
+
+
+def measure_gibbs(target, oracle, kind, sweeps, seed):
+    model = gibbs_model(target, oracle)
+    kernel = (
+        DiscreteGibbs(model) if kind == "gibbs" else DiscreteHMCGibbs(NUTS(model), modified=True)
+    )
+    mcmc = MCMC(kernel, num_warmup=sweeps // 5, num_samples=sweeps, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(seed))  # compiles, burns in
+    mcmc.post_warmup_state = mcmc.last_state
+    start = time.perf_counter()
+    mcmc.run(mcmc.post_warmup_state.rng_key)  # the timed chain: compiled, no warmup
+    values = np.asarray(jax.block_until_ready(mcmc.get_samples()["x"]))
+    return values, time.perf_counter() - start
+
+
+def anyorder_rows(section, target, n, args, report):
+    oracle = make_oracle(target, n)
+    process = AnyOrderProcess(oracle, n, 2)
+    keys = jax.random.split(jax.random.PRNGKey(args.seed + n), args.draws)
+    rows = []
+    if section == "small":
+        configurations = np.array(list(itertools.product((0, 1), repeat=n)), np.int32)
+        exact = np.exp(np.asarray(oracle.log_prob(configurations), np.float64))
+        exact = exact / exact.sum()
+        codes_of = lambda values: np.asarray(values) @ (2 ** np.arange(n - 1, -1, -1))  # noqa: E731
+
+        def bias_of(values):
+            observed = np.bincount(codes_of(values), minlength=exact.size) / len(values)
+            expected = exact * len(values)
+            keep = expected >= 5  # Cochran's rule: the sparse cells pooled into one
+            observed_cells, expected_cells = observed[keep] * len(values), expected[keep]
+            if expected[~keep].sum() > 0:
+                observed_cells = np.append(observed_cells, observed[~keep].sum() * len(values))
+                expected_cells = np.append(expected_cells, expected[~keep].sum())
+            p = stats.chisquare(observed_cells, expected_cells).pvalue
+            return "TV joint", 0.5 * float(np.abs(observed - exact).sum()), float(p)
+    else:
+        law = statistic_law(target, oracle)
+
+        def bias_of(values):
+            return ("TV statistic", *binned_bias(law, statistic(target, values)))
+
+    def add(method, setting, samples, seconds):
+        values = np.asarray(samples.value)
+        rows.append(
+            row(
+                section,
+                target,
+                n,
+                method,
+                setting,
+                len(values),
+                samples.rounds,
+                samples.queries,
+                *bias_of(values),
+                ess(statistic(target, values)),
+                seconds,
+            )
+        )
+        report(rows[-1])
+
+    samples, seconds = timed(lambda k: run(process, k), keys)
+    add("autospec", "default", samples, seconds)
+    if section == "small":
+        samples, seconds = timed(lambda k: sequential_run(process, k), keys)
+        add("sequential", "", samples, seconds)
+    for num_rounds in args.maskgit_rounds if section != "small" else args.small_rounds:
+        if num_rounds > n:
+            continue
+        schedule = cosine_schedule(n, num_rounds)
+        for order in ("confidence", "random"):
+            method = "maskgit" if order == "confidence" else "maskgit-random"
+            samples, seconds = timed(
+                lambda k, s=schedule, o=order: maskgit_run(process, k, s, o), keys
+            )
+            add(method, f"R={num_rounds}", samples, seconds)
+    if section != "small" and n <= args.gibbs_max_size:
+        for kind in ("gibbs", "hmcgibbs"):
+            values, seconds = measure_gibbs(target, oracle, kind, args.sweeps, args.seed)
+            sweeps = len(values)
+            rounds = np.full(sweeps, n)
+            rows.append(
+                row(
+                    section,
+                    target,
+                    n,
+                    kind,
+                    f"{sweeps} sweeps",
+                    sweeps,
+                    rounds,
+                    2 * rounds,
+                    *bias_of(values),
+                    ess(statistic(target, values)),
+                    seconds,
+                )
+            )
+            report(rows[-1])
+    return rows
+
+
+# ------------------------------------------------------------------------------ diffusion
+def diffusion_rows(num_steps, args, report):
+    process = make_process("mixture", num_steps)
+    means = np.asarray(process.denoiser.means)
+    labels_of = lambda values: np.argmin(  # noqa: E731
+        ((np.asarray(values)[:, None, :] - means[None]) ** 2).sum(-1), axis=1
+    )
+    keys = jax.random.split(jax.random.PRNGKey(args.seed + num_steps), args.diffusion_draws)
+    euler_draws = jax.jit(lambda k: sequential_run(process, k)).lower(keys).compile()
+    start = time.perf_counter()
+    euler = jax.block_until_ready(euler_draws(keys))
+    euler_seconds = time.perf_counter() - start
+    reference_keys = jax.random.split(
+        jax.random.PRNGKey(args.seed + 7 * num_steps), args.diffusion_draws
+    )
+    reference = euler_draws(reference_keys)  # the law's reference: other keys, same program
+    reference_labels = np.bincount(labels_of(reference.value), minlength=len(means))
+
+    def law_bias(values):
+        counts = np.bincount(labels_of(values), minlength=len(means))
+        total_variation = (
+            0.5 * np.abs(counts / counts.sum() - reference_labels / reference_labels.sum()).sum()
+        )
+        table = np.stack([counts, reference_labels])
+        table = table[:, table.sum(0) > 0]
+        return float(total_variation), float(stats.chi2_contingency(table).pvalue)
+
+    rows = []
+
+    def add(method, setting, samples, seconds, coupled=None):
+        values = np.asarray(samples.value)
+        effective = ess(values[:, 0])
+        total_variation, p_value = law_bias(values)
+        rows.append(
+            row(
+                "diffusion",
+                "mixture-8x16",
+                num_steps,
+                method,
+                setting,
+                len(values),
+                samples.rounds,
+                samples.queries,
+                "TV labels",
+                total_variation,
+                p_value,
+                effective,
+                seconds,
+            )
+        )
+        if coupled is not None:
+            rows[-1]["bias_metric"] = f"TV labels; E|d|={coupled:.2e}"
+        report(rows[-1])
+
+    add("sequential", "Euler chain", euler, euler_seconds)
+    capacity = engine_capacity(process, 1 << 30)
+    auto_keys = keys[: args.autospec_diffusion_draws]
+    compiled = jax.jit(lambda k: run(process, k, None, capacity)).lower(auto_keys[:1]).compile()
+    start, parts = time.perf_counter(), []
+    for index in range(len(auto_keys)):  # one draw per call: its rounds are its own
+        parts.append(jax.block_until_ready(compiled(auto_keys[index : index + 1])))
+    seconds = time.perf_counter() - start
+    merged = jax.tree.map(lambda *leaves: jnp.concatenate(leaves), *parts)
+    add("autospec", "default", merged, seconds)
+    picard = jax.jit(lambda k, tol: picard_run(process, k, args.window, tol))
+    picard = picard.lower(keys, jnp.float32(0.0)).compile()  # one program, tolerance traced
+    for tolerance in args.tolerances:
+        start = time.perf_counter()
+        samples = jax.block_until_ready(picard(keys, jnp.float32(tolerance)))
+        seconds = time.perf_counter() - start
+        coupled = float(np.mean(np.linalg.norm(np.asarray(samples.value - euler.value), axis=-1)))
+        add("picard", f"p={args.window}, tol={tolerance:g}", samples, seconds, coupled)
+    return rows
+
+
+# ------------------------------------------------------------------------------ report
+def format_row(entry: dict) -> str:
+    p_value = entry["bias_p_value"]
+    return (
+        f"| {entry['section']} | {entry['target']} | {entry['size']} | {entry['method']} | "
+        f"{entry['setting']} | {entry['draws']} | {entry['mean_rounds']:.1f} | "
+        f"{entry['mean_queries']:.1f} | {entry['bias_metric']} | {entry['bias']:.3f} | "
+        f"{p_value:.2g} | {entry['ess']:.0f} | {entry['ess_per_second']:.3g} | "
+        f"{entry['ess_per_round']:.3g} |"
+    )
+
+
+HEADER = (
+    "| section | target | size | method | setting | draws | rounds | queries | bias metric | "
+    "bias | p | ESS | ESS/s | ESS/round |\n|" + "---|" * 14
+)
+
+
+def plot(rows: list[dict], out_dir: str) -> list[str]:
+    paths = []
+    colors = {
+        "autospec": "C0",
+        "sequential": "k",
+        "maskgit": "C3",
+        "maskgit-random": "C1",
+        "gibbs": "C2",
+        "hmcgibbs": "C4",
+        "picard": "C5",
+    }
+
+    # rounds against n: rounds per exact draw, or per effective sample for the MCMC chains
+    figure, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for axis, (section, target) in zip(
+        axes,
+        [("anyorder", "curie-weiss"), ("anyorder", "ising-chain"), ("diffusion", None)],
+        strict=True,
+    ):
+        cells = [r for r in rows if r["section"] == section and target in (None, r["target"])]
+        sizes = sorted({r["size"] for r in cells})
+        if not sizes:
+            axis.set_visible(False)
+            continue
+        if section == "anyorder":
+            axis.plot(sizes, sizes, ":", color="k", label="sequential (n)")
+        for method in ("autospec", "gibbs", "hmcgibbs", "sequential", "picard"):
+            settings = sorted(
+                {r["setting"] for r in cells if r["method"] == method and method == "picard"}
+                or {None}
+            )
+            for setting in settings:
+                points = [
+                    (
+                        r["size"],
+                        r["mean_rounds"]
+                        * (
+                            r["draws"] / max(r["ess"], 1e-9)
+                            if method in ("gibbs", "hmcgibbs")
+                            else 1.0
+                        ),
+                    )
+                    for r in cells
+                    if r["method"] == method and setting in (None, r["setting"])
+                ]
+                points.sort()
+                if not points:
+                    continue
+                label = method + (" (per ESS)" if method in ("gibbs", "hmcgibbs") else "")
+                label += f" {setting}" if method == "picard" else ""
+                axis.plot(
+                    *zip(*points, strict=True),
+                    "o-",
+                    color=colors[method],
+                    label=label,
+                    alpha=1.0 if method != "picard" else 0.5,
+                )
+        axis.set(
+            xscale="log",
+            yscale="log",
+            xlabel="n (sites) / N (steps)",
+            ylabel="rounds per draw",
+            title=f"{section}: {target or 'mixture-8x16'}",
+        )
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend(fontsize=7)
+    figure.tight_layout()
+    paths.append(os.path.join(out_dir, "alternatives_rounds.png"))
+    figure.savefig(paths[-1], dpi=120)
+
+    # bias against rounds: MaskGIT on the enumerable targets and the large ones
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for axis, section in zip(axes, ("small", "anyorder"), strict=True):
+        cells = [r for r in rows if r["section"] == section]
+        for target, marker in (("curie-weiss", "o"), ("ising-chain", "s")):
+            sizes = sorted({r["size"] for r in cells if r["target"] == target})
+            size = sizes[-1] if sizes else None
+            here = [r for r in cells if r["target"] == target and r["size"] == size]
+            for method in ("maskgit", "maskgit-random", "autospec", "sequential"):
+                points = sorted(
+                    (r["mean_rounds"], r["bias"]) for r in here if r["method"] == method
+                )
+                if points:
+                    axis.plot(
+                        *zip(*points, strict=True),
+                        marker + "-",
+                        color=colors[method],
+                        label=f"{method}, {target} n={size}",
+                    )
+        axis.set(
+            xscale="log",
+            xlabel="rounds per draw",
+            ylabel="TV (joint)" if section == "small" else "TV (statistic, 20 bins)",
+            title="enumerable targets" if section == "small" else "large targets",
+        )
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend(fontsize=7)
+    figure.tight_layout()
+    paths.append(os.path.join(out_dir, "alternatives_bias.png"))
+    figure.savefig(paths[-1], dpi=120)
+
+    # ESS per second
+    cells = [r for r in rows if r["section"] in ("anyorder", "diffusion")]
+    groups = sorted({(r["section"], r["target"], r["size"]) for r in cells})
+    methods = ["autospec", "sequential", "gibbs", "hmcgibbs", "maskgit", "picard"]
+    figure, axis = plt.subplots(figsize=(max(8, 1.6 * len(groups)), 4.2))
+    width = 0.8 / len(methods)
+    for index, method in enumerate(methods):
+        heights = []
+        for group in groups:
+            here = [
+                r["ess_per_second"]
+                for r in cells
+                if (r["section"], r["target"], r["size"]) == group and r["method"] == method
+            ]
+            heights.append(max(here) if here else 0.0)
+        axis.bar(
+            np.arange(len(groups)) + index * width,
+            heights,
+            width,
+            color=colors[method],
+            label=method + (" (best setting, biased)" if method in ("maskgit", "picard") else ""),
+        )
+    axis.set_xticks(np.arange(len(groups)) + 0.4 - width / 2)
+    axis.set_xticklabels([f"{t}\n{s}" for _, t, s in groups], fontsize=8)
+    axis.set(yscale="log", ylabel="ESS per second (this machine)")
+    axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    figure.tight_layout()
+    paths.append(os.path.join(out_dir, "alternatives_ess.png"))
+    figure.savefig(paths[-1], dpi=120)
+    return paths
+
+
+def git_commit() -> str:
+    try:
+        output = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=HERE,
+            check=True,
+        )
+        return output.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(args: argparse.Namespace) -> list[dict]:
+    if args.quick:
+        args.sizes, args.steps, args.draws, args.diffusion_draws = [64], [64], 200, 64
+        args.autospec_diffusion_draws, args.sweeps, args.small_draws = 4, 100, 2000
+        args.maskgit_rounds = [8]
+    elif args.large:
+        args.sizes, args.steps = sorted({*args.sizes, 4096}), sorted({*args.steps, 1024})
+    commit, rows = git_commit(), []
+    os.makedirs(args.out_dir, exist_ok=True)
+    if args.merge:
+        return write(merge(args.merge), args)
+    print(HEADER, flush=True)
+
+    partial = os.path.join(args.out_dir, args.name + ".partial.csv")
+    with open(partial, "w", newline="") as handle:
+        csv.DictWriter(handle, fieldnames=FIELDS).writeheader()
+
+    def report(entry):
+        """Print a measured row and append it to the partial CSV at once."""
+        entry["commit"] = commit
+        print(format_row(entry), flush=True)
+        with open(partial, "a", newline="") as handle:
+            csv.DictWriter(handle, fieldnames=FIELDS).writerow(entry)
+
+    if "small" in args.sections:
+        small = argparse.Namespace(**{**vars(args), "draws": args.small_draws})
+        for target in args.small_targets:
+            rows += anyorder_rows("small", target, 10, small, report)
+    if "anyorder" in args.sections:
+        for target, n in itertools.product(args.targets, args.sizes):
+            if target == "ising-chain" and n > args.ising_max_size:
+                continue
+            rows += anyorder_rows("anyorder", target, n, args, report)
+    if "diffusion" in args.sections:
+        for num_steps in args.steps:
+            rows += diffusion_rows(num_steps, args, report)
+    return write(rows, args)
+
+
+def merge(paths: list[str]) -> list[dict]:
+    """The rows of earlier runs' CSVs (numbers parsed back), in the order given."""
+    rows = []
+    for path in paths:
+        with open(path, newline="") as handle:
+            for entry in csv.DictReader(handle):
+                for field in FIELDS:
+                    if field not in (
+                        "section",
+                        "target",
+                        "method",
+                        "setting",
+                        "bias_metric",
+                        "commit",
+                    ):
+                        entry[field] = float(entry[field])
+                entry["size"], entry["draws"] = int(entry["size"]), int(entry["draws"])
+                rows.append(entry)
+    return rows
+
+
+def write(rows: list[dict], args: argparse.Namespace) -> list[dict]:
+    """The CSV, the table and the plots."""
+    stem = os.path.join(args.out_dir, args.name)
+    with open(stem + ".csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    command = "python benchmarks/alternatives.py " + " ".join(sys.argv[1:])
+    with open(stem + ".txt", "w") as handle:
+        commits = ", ".join(sorted({entry["commit"] for entry in rows}))
+        handle.write(f"# {command.strip()} (commit {commits})\n\n{HEADER}\n")
+        handle.write("\n".join(format_row(entry) for entry in rows) + "\n")
+    if not args.no_plot:
+        for path in plot(rows, args.out_dir):
+            print("wrote", path)
+    print("wrote", stem + ".csv", stem + ".txt")
+    return rows
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--sections",
+        nargs="+",
+        default=["small", "anyorder", "diffusion"],
+        choices=["small", "anyorder", "diffusion"],
+    )
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=[256, 1024], help="any-order sizes n"
+    )
+    parser.add_argument(
+        "--targets",
+        nargs="+",
+        default=["curie-weiss", "ising-chain"],
+        choices=["curie-weiss", "ising-chain"],
+        help="large any-order targets",
+    )
+    parser.add_argument("--steps", type=int, nargs="+", default=[256], help="diffusion steps N")
+    parser.add_argument("--large", action="store_true", help="add n = 4096 and N = 1024")
+    parser.add_argument("--quick", action="store_true", help="smoke run: tiny sizes and draws")
+    parser.add_argument("--draws", type=int, default=400, help="draws per any-order cell")
+    parser.add_argument(
+        "--small-draws", type=int, default=20000, help="draws per enumerable cell (n = 10)"
+    )
+    parser.add_argument(
+        "--maskgit-rounds",
+        type=int,
+        nargs="+",
+        default=[8, 64],
+        help="MaskGIT rounds R on the large targets",
+    )
+    parser.add_argument(
+        "--small-rounds",
+        type=int,
+        nargs="+",
+        default=[1, 2, 5, 10],
+        help="MaskGIT rounds R on the enumerable targets (n = 10)",
+    )
+    parser.add_argument(
+        "--small-targets",
+        nargs="+",
+        default=["curie-weiss", "ising-chain"],
+        choices=["curie-weiss", "ising-chain"],
+        help="enumerable targets",
+    )
+    parser.add_argument("--sweeps", type=int, default=400, help="Gibbs sweeps after burn-in")
+    parser.add_argument("--gibbs-max-size", type=int, default=4096)
+    parser.add_argument(
+        "--ising-max-size",
+        type=int,
+        default=1024,
+        help="largest Ising chain (its autospec queries are O(n) scans)",
+    )
+    parser.add_argument("--diffusion-draws", type=int, default=256)
+    parser.add_argument("--autospec-diffusion-draws", type=int, default=16)
+    parser.add_argument("--window", type=int, default=64, help="Picard window p")
+    parser.add_argument("--tolerances", type=float, nargs="+", default=[0.3, 0.1, 0.01, 0.0])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out-dir", default=RESULTS)
+    parser.add_argument("--name", default="alternatives", help="file stem")
+    parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="CSV",
+        help="measure nothing: merge these CSVs (runs of separate sections) "
+        "into one table and one set of plots",
+    )
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    main(parse_args())
