@@ -120,6 +120,16 @@ def maskgit_draw(
     :param key: one PRNG key.
     :param schedule: static positive integers :math:`k_r`, summing to ``process.num_steps``.
     :param order: ``"confidence"`` or ``"random"`` (module docstring).
+
+    Example: four rounds of one query each on a Curie-Weiss model of 8 spins.
+
+    >>> import jax
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(8, beta=1.0), 8, 2)
+    >>> value, rounds, queries = maskgit_draw(process, jax.random.PRNGKey(0), (2, 2, 2, 2))
+    >>> value.shape, int(rounds), int(queries)
+    ((8,), 4, 4)
     """
     counts = _check(process, schedule, order)
     n = process.num_positions
