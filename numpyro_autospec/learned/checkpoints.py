@@ -46,7 +46,17 @@ _CONFIG = "config.json"
 
 @dataclasses.dataclass(frozen=True)
 class TransformerConfig:
-    """The architecture of a :class:`TransformerOracle` (the arguments of its constructor)."""
+    """The architecture of a :class:`TransformerOracle` (the arguments of its constructor).
+
+    Example
+    -------
+    >>> import jax
+    >>> config = TransformerConfig(num_positions=6, num_categories=3, model_size=16,
+    ...                            num_layers=1, num_heads=2)
+    >>> oracle = config.build(jax.random.PRNGKey(0))
+    >>> oracle.num_positions, oracle.num_categories
+    (6, 3)
+    """
 
     num_positions: int
     num_categories: int
@@ -70,7 +80,13 @@ class TransformerConfig:
 
 def cache_directory(override: str | os.PathLike | None = None) -> Path:
     """``override`` if given, else ``$NUMPYRO_AUTOSPEC_CACHE`` if set, else
-    ``~/.cache/numpyro_autospec`` (``$XDG_CACHE_HOME/numpyro_autospec`` when that is set)."""
+    ``~/.cache/numpyro_autospec`` (``$XDG_CACHE_HOME/numpyro_autospec`` when that is set).
+
+    Example
+    -------
+    >>> cache_directory("/tmp/my-cache").as_posix()
+    '/tmp/my-cache'
+    """
     if override is not None:
         return Path(override).expanduser()
     if os.environ.get(CACHE_ENVIRONMENT_VARIABLE):
@@ -87,7 +103,19 @@ def save_checkpoint(
 ) -> Path:
     """Write ``model`` (whose architecture is ``config``) and ``metadata`` (JSON-serialisable)
     to ``directory``; the weights are written first to a temporary name and renamed, so an
-    interrupted save never leaves a checkpoint that looks complete.  Returns the directory."""
+    interrupted save never leaves a checkpoint that looks complete.  Returns the directory.
+
+    Example: a round trip with :func:`load_checkpoint`.
+
+    >>> import tempfile, jax, numpy as np
+    >>> config = TransformerConfig(6, 3, model_size=16, num_layers=1, num_heads=2)
+    >>> model = config.build(jax.random.PRNGKey(0))
+    >>> with tempfile.TemporaryDirectory() as directory:
+    ...     _ = save_checkpoint(directory, model, config, {"steps": 10})
+    ...     loaded, metadata = load_checkpoint(directory)
+    >>> metadata, bool(np.all(loaded.start_token == model.start_token))
+    ({'steps': 10}, True)
+    """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     temporary = directory / (_WEIGHTS + ".partial")
@@ -105,6 +133,14 @@ def load_checkpoint(
     the saved architecture (a dataclass with ``build(key)``, e.g. ``DenoiserConfig``).
 
     :raises FileNotFoundError: if the directory holds no complete checkpoint.
+
+    Example
+    -------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as directory:
+    ...     load_checkpoint(directory)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    FileNotFoundError: no checkpoint in ... (model.eqx and config.json)
     """
     directory = Path(directory)
     if not (directory / _WEIGHTS).is_file() or not (directory / _CONFIG).is_file():
@@ -136,7 +172,20 @@ def load_or_train(
     :func:`cache_directory` if there is one (and not ``retrain``), else
     ``train(config.build(PRNGKey(seed)))`` -- which returns the trained model and its metadata
     -- saved there first.  ``settings`` must name everything that determines the weights
-    besides the architecture (steps, batch size, learning rate, seed, data)."""
+    besides the architecture (steps, batch size, learning rate, seed, data).
+
+    Example: the second call loads what the first trained.
+
+    >>> import tempfile
+    >>> config = TransformerConfig(6, 3, model_size=16, num_layers=1, num_heads=2)
+    >>> def train(model):  # a real one runs train_transformer
+    ...     return model, {"final_loss": 1.0}
+    >>> with tempfile.TemporaryDirectory() as cache:
+    ...     _, first, _ = load_or_train("toy", config, {"steps": 0}, train, cache=cache)
+    ...     _, again, _ = load_or_train("toy", config, {"steps": 0}, train, cache=cache)
+    >>> first["loaded_from_cache"], again["loaded_from_cache"], again["final_loss"]
+    (False, True, 1.0)
+    """
     directory = cache_directory(cache) / checkpoint_name(name, config, {**settings, "seed": seed})
     if not retrain:
         try:

@@ -148,7 +148,14 @@ def load_code_corpus(
 ) -> CodeCorpus:
     """The standard library's source split by file (:func:`split_by_file`), each split read
     up to ``max_characters`` (a cap keeps loading fast: whole files in the order of their
-    hash, a deterministic shuffle, so a capped split still samples the whole library)."""
+    hash, a deterministic shuffle, so a capped split still samples the whole library).
+
+    Example
+    -------
+    >>> corpus = load_code_corpus(max_characters=20_000)
+    >>> len(corpus.train) <= 20_000, len(set(corpus.train_files) & set(corpus.held_out_files))
+    (True, 0)
+    """
     root = stdlib or sysconfig.get_paths()["stdlib"]
     train_files, held_out_files = split_by_file(stdlib_source_files(root), held_out_fraction)
     if not train_files or not held_out_files:

@@ -50,14 +50,36 @@ Objective = Literal["autoregressive", "prefix"]
 
 def autoregressive_loss(model: TransformerOracle, x: Array, order: Array) -> Array:
     r""":math:`l_\sigma(x) / n` in nats per site: the mean of :math:`-\log p_\theta(x_{\sigma(k)}
-    \mid x_{\sigma(<k)})` over :math:`k`, one forward pass."""
+    \mid x_{\sigma(<k)})` over :math:`k`, one forward pass.
+
+    Example: an untrained network is close to uniform, :math:`\log 3 \approx 1.1` nats.
+
+    >>> import jax, jax.numpy as jnp
+    >>> from numpyro_autospec.learned import TransformerOracle
+    >>> model = TransformerOracle(6, 3, model_size=16, num_layers=1, num_heads=2,
+    ...                           key=jax.random.PRNGKey(0))
+    >>> loss = autoregressive_loss(model, jnp.array([0, 1, 2, 0, 1, 2]), jnp.arange(6))
+    >>> loss.shape, bool(0.5 < loss < 2.0)
+    ((), True)
+    """
     return -jnp.mean(model.sequence_log_probs(x, order))
 
 
 def prefix_loss(model: TransformerOracle, x: Array, order: Array, prefix_length: Array) -> Array:
     r""":math:`\frac{1}{n-k} \sum_{r_i \ge k} -\log p_\theta(x_i \mid x_{\sigma(<k)})` with
     :math:`k` = ``prefix_length``; its mean over :math:`k \sim \mathrm{Uniform}\{0..n-1\}` and
-    :math:`\sigma` is :math:`L(x)`, one forward pass."""
+    :math:`\sigma` is :math:`L(x)`, one forward pass.
+
+    Example: with an empty prefix every site is scored given nothing.
+
+    >>> import jax, jax.numpy as jnp
+    >>> from numpyro_autospec.learned import TransformerOracle
+    >>> model = TransformerOracle(6, 3, model_size=16, num_layers=1, num_heads=2,
+    ...                           key=jax.random.PRNGKey(0))
+    >>> loss = prefix_loss(model, jnp.array([0, 1, 2, 0, 1, 2]), jnp.arange(6), 0)
+    >>> loss.shape, bool(0.5 < loss < 2.0)
+    ((), True)
+    """
     n = model.num_positions
     x = jnp.asarray(x, jnp.int32)
     ranks = inverse_permutation(order)
@@ -169,7 +191,18 @@ def bits_per_character(
     r"""Mean of :math:`-\log_2 p_\theta(x_{\sigma(k)} \mid x_{\sigma(<k)})` over the sites of
     ``sequences`` (``int[N, n]``): :math:`\mathbb{E}\, l_\sigma(x) / (n \log 2)`, with one
     uniformly random order per sequence (``order="random"``, an upper bound on the bits per
-    character of the random-order law) or :math:`\sigma = (0, 1, \dots, n-1)`."""
+    character of the random-order law) or :math:`\sigma = (0, 1, \dots, n-1)`.
+
+    Example: an untrained network is close to uniform, :math:`\log_2 3 \approx 1.58` bits.
+
+    >>> import jax, numpy as np
+    >>> from numpyro_autospec.learned import TransformerOracle
+    >>> model = TransformerOracle(6, 3, model_size=16, num_layers=1, num_heads=2,
+    ...                           key=jax.random.PRNGKey(0))
+    >>> sequences = np.random.default_rng(0).integers(0, 3, size=(8, 6))
+    >>> bool(1.0 < bits_per_character(model, sequences) < 2.5)
+    True
+    """
     sequences = np.asarray(sequences, np.int32)
     n = model.num_positions
     key = jax.random.PRNGKey(0) if key is None else key
