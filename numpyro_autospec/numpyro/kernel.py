@@ -47,6 +47,7 @@ from numpyro.util import identity, is_prng_key
 
 from numpyro_autospec.config import METHODS, SamplerConfig
 from numpyro_autospec.engine import Capacity
+from numpyro_autospec.errors import Failure, carrying_failures
 from numpyro_autospec.numpyro.drawing import draw_model
 from numpyro_autospec.numpyro.inspection import (
     ModelInspection,
@@ -204,19 +205,20 @@ class AutospecKernel(MCMCKernel):
         capacity = self._capacity
         num_warmup = int(num_warmup)
 
-        def sample_one(state, model_args, model_kwargs):
-            return autospec_step(
+        sample_one = carrying_failures(
+            lambda state, model_args, model_kwargs: autospec_step(
                 state, self._model, model_args, model_kwargs, config=config, capacity=capacity
             )
-
-        def sample_pooled(states, model_args, model_kwargs):
-            return pooled_autospec_step(
+        )
+        sample_pooled = carrying_failures(
+            lambda states, model_args, model_kwargs: pooled_autospec_step(
                 states, self._model, model_args, model_kwargs, config=config, capacity=capacity
             )
+        )
 
         def init_one(key):
             zero = jnp.zeros((), jnp.int32)
-            return AutospecState(zero, dict(inspection.z_like), zero, zero, key)
+            return AutospecState(zero, dict(inspection.z_like), zero, zero, key, Failure(zero))
 
         if is_prng_key(rng_key):
             self._sample_fn = skip_warmup(sample_one, num_warmup)
