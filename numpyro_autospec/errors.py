@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
+from jax.extend.core import get_opaque_trace_state
 
 __all__ = [
     "MAX_DEPOSITS",
@@ -64,7 +65,8 @@ MAX_DEPOSITS = 256
 _lock = threading.Lock()
 _deposits: collections.OrderedDict[int, BaseException] = collections.OrderedDict()
 _tickets = itertools.count(1)
-_collectors: list[list[Array]] = []  # trace-time stack (the innermost last)
+#: trace-time stack of (the trace a collecting() block was opened in, its tickets)
+_collectors: list[tuple[object, list[Array]]] = []
 
 
 def deposit(error: BaseException) -> int:
@@ -111,7 +113,7 @@ def collecting() -> Iterator[list[Array]]:
     arrays, 0: no failure).  The caller must put them into its output (:func:`combine`,
     :class:`Failure`): a failure that is collected and dropped is silent."""
     tickets: list[Array] = []
-    _collectors.append(tickets)
+    _collectors.append((get_opaque_trace_state(), tickets))
     try:
         yield tickets
     finally:
@@ -119,15 +121,17 @@ def collecting() -> Iterator[list[Array]]:
 
 
 def is_collecting() -> bool:
-    """Trace time: whether a :func:`collecting` block is open."""
-    return bool(_collectors)
+    """Trace time: whether a :func:`collecting` block is open *in the current trace* (a
+    nested trace, e.g. ``jax.eval_shape`` or a ``vmap`` inside the step, does not collect:
+    its values cannot leave it)."""
+    return bool(_collectors) and _collectors[-1][0] == get_opaque_trace_state()
 
 
 def collect(ticket: Array) -> None:
     """Trace time: hand ``ticket`` to the innermost :func:`collecting` block."""
-    if not _collectors:
-        raise RuntimeError("collect() outside a collecting() block")
-    _collectors[-1].append(ticket)
+    if not is_collecting():
+        raise RuntimeError("collect() outside a collecting() block of the current trace")
+    _collectors[-1][1].append(ticket)
 
 
 def combine(tickets: list[Array], shape: tuple[int, ...] = ()) -> Array:
