@@ -65,8 +65,15 @@ MAX_DEPOSITS = 256
 _lock = threading.Lock()
 _deposits: collections.OrderedDict[int, BaseException] = collections.OrderedDict()
 _tickets = itertools.count(1)
-#: trace-time stack of (the trace a collecting() block was opened in, its tickets)
-_collectors: list[tuple[object, list[Array]]] = []
+_trace_time = threading.local()  # per thread: the stack of open collecting() blocks
+
+
+def _collectors() -> list[tuple[object, list[Array]]]:
+    """The open :func:`collecting` blocks of this thread: (the trace each was opened in, its
+    tickets), the innermost last."""
+    if not hasattr(_trace_time, "collectors"):
+        _trace_time.collectors = []
+    return _trace_time.collectors
 
 
 def deposit(error: BaseException) -> int:
@@ -113,25 +120,26 @@ def collecting() -> Iterator[list[Array]]:
     arrays, 0: no failure).  The caller must put them into its output (:func:`combine`,
     :class:`Failure`): a failure that is collected and dropped is silent."""
     tickets: list[Array] = []
-    _collectors.append((get_opaque_trace_state(), tickets))
+    _collectors().append((get_opaque_trace_state(), tickets))
     try:
         yield tickets
     finally:
-        _collectors.pop()
+        _collectors().pop()
 
 
 def is_collecting() -> bool:
     """Trace time: whether a :func:`collecting` block is open *in the current trace* (a
     nested trace, e.g. ``jax.eval_shape`` or a ``vmap`` inside the step, does not collect:
     its values cannot leave it)."""
-    return bool(_collectors) and _collectors[-1][0] == get_opaque_trace_state()
+    collectors = _collectors()
+    return bool(collectors) and collectors[-1][0] == get_opaque_trace_state()
 
 
 def collect(ticket: Array) -> None:
     """Trace time: hand ``ticket`` to the innermost :func:`collecting` block."""
     if not is_collecting():
         raise RuntimeError("collect() outside a collecting() block of the current trace")
-    _collectors[-1][1].append(ticket)
+    _collectors()[-1][1].append(ticket)
 
 
 def combine(tickets: list[Array], shape: tuple[int, ...] = ()) -> Array:
