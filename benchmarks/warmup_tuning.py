@@ -170,18 +170,23 @@ def plot(rows, path: str) -> None:
     plt.close(figure)
 
 
+def write_csv(rows, path: str) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def main(args) -> None:
     os.makedirs(RESULTS, exist_ok=True)
+    csv_path = os.path.join(RESULTS, f"{args.output}.csv")
     rows = []
     for target in args.targets:
         target_rows, tuning = measure_target(target, args.size, args.warmup, args.draws, args.seed)
         rows.extend(target_rows)
         print(f"{target} (n = {args.size}): warmup candidates\n{tuning.table()}", flush=True)
-    csv_path = os.path.join(RESULTS, f"{args.output}.csv")
-    with open(csv_path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+        print(table(target_rows).splitlines()[-1], flush=True)
+        write_csv(rows, csv_path)  # after every target: a long run keeps what it measured
     print(table(rows))
     plot(rows, os.path.join(RESULTS, f"{args.output}.png"))
     print(f"wrote {csv_path} and {args.output}.png")
