@@ -23,44 +23,73 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
+from numpyro_autospec import errors
 from numpyro_autospec.engine import Samples
+from numpyro_autospec.engine.scheduler import report_failure
+from numpyro_autospec.engine.state import nonfinite_defect
 
 __all__ = ["sequential_run", "sequential_draw"]
 
 
-def sequential_draw(process, key: Array):
+def sequential_draw(process, key: Array, validate: bool = False):
     """One sequential draw: ``(value, rounds, queries)`` with ``rounds = queries = N`` (plus
-    one for the final query of processes that need it).
+    one for the final query of processes that need it), and with ``validate`` the first
+    defective answer ``(code, row, step)`` (code 0: none; the checks of
+    :func:`numpyro_autospec.engine.run`).
 
     :param process: a :class:`~numpyro_autospec.processes.Process`.
     :param key: one PRNG key (raw ``uint32[2]`` or typed).
+    :param validate: also return the first defect.
     """
     num_steps = int(process.num_steps)
     k_init, k_run = jax.random.split(key)
     block_key = jax.random.fold_in(k_run, 0)  # the reference's root block 0
     x = process.init(k_init)
+    answer_defect = getattr(process, "answer_defect", None) or (
+        lambda x, k, answer: nonfinite_defect(answer)
+    )
+    no_defect = jnp.zeros(3, jnp.int32)
 
-    def step(k, x):
+    def checked(defect, x, k, answer):
+        if not validate:
+            return defect
+        code, row = answer_defect(x, k, answer)
+        found = jnp.stack([code, row, k]).astype(jnp.int32)
+        return jnp.where((defect[0] == 0) & (code != 0), found, defect)
+
+    def step(k, carry):
+        x, defect = carry
         answer = process.query(x, k, 1)
+        defect = checked(defect, x, k, answer)
         reduced = process.reduce(x, k, answer)
-        return process.target_sample(jax.random.fold_in(block_key, k), x, k, reduced)
+        return process.target_sample(jax.random.fold_in(block_key, k), x, k, reduced), defect
 
-    x = jax.lax.fori_loop(0, num_steps, step, x)
-    final = process.query(x, num_steps, 1) if process.final_query else None
+    x, defect = jax.lax.fori_loop(0, num_steps, step, (x, no_defect))
+    final = None
+    if process.final_query:
+        final = process.query(x, num_steps, 1)
+        defect = checked(defect, x, jnp.asarray(num_steps, jnp.int32), final)
     cost = jnp.asarray(num_steps + int(bool(process.final_query)), jnp.int32)
+    if validate:
+        return process.output(x, final), cost, cost, defect
     return process.output(x, final), cost, cost
 
 
-def sequential_run(process, keys: Array) -> Samples:
+def sequential_run(process, keys: Array, *, validate: bool = True) -> Samples:
     r"""Draw ``len(keys)`` samples from ``process`` with the sequential sampler.
 
     Same signature and semantics as :func:`numpyro_autospec.engine.run` with
     ``SamplerConfig(method="sequential")``: draw ``i`` equals
     ``reference.sample(process, keys[i], SamplerConfig(method="sequential")).value``.  Pure
-    JAX (``jit``/``vmap``-able; ``process`` is static).
+    JAX (``jit``/``vmap``-able; ``process`` is static).  With ``validate`` (default) every
+    oracle answer is checked as in :func:`numpyro_autospec.engine.run`, and a defect raises
+    the same error (an :class:`~numpyro_autospec.oracles.OracleError` naming the site, the
+    user's function, the row and the step; see :mod:`numpyro_autospec.errors` for the error
+    under your own ``jit``).
 
     :param process: a :class:`~numpyro_autospec.processes.Process`.
     :param keys: PRNG keys of shape ``[D]`` (typed) or ``[D, 2]`` (raw ``uint32``).
+    :param validate: check every oracle answer.
     :returns: :class:`~numpyro_autospec.engine.Samples` with leading axis ``D``.
 
     Example
@@ -78,5 +107,14 @@ def sequential_run(process, keys: Array) -> Samples:
         keys = jax.random.key_data(keys)
     if keys.ndim != 2:
         raise ValueError(f"keys must be a batch of PRNG keys of shape [D, 2], got {keys.shape}")
-    value, rounds, queries = jax.vmap(lambda key: sequential_draw(process, key))(keys)
+    if not validate:
+        value, rounds, queries = jax.vmap(lambda key: sequential_draw(process, key))(keys)
+        return Samples(value, rounds, queries)
+    value, rounds, queries, defects = jax.vmap(
+        lambda key: sequential_draw(process, key, validate=True)
+    )(keys)
+    draw = jnp.argmax(defects[:, 0] != 0).astype(jnp.int32)  # the first defective draw
+    defect = jnp.concatenate([defects[draw], draw[None]])  # (code, row, step, draw)
+    with errors.project_errors():
+        report_failure(process, defect, jnp.asarray(False))
     return Samples(value, rounds, queries)

@@ -29,7 +29,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
+from jax.experimental import io_callback
 
+from numpyro_autospec import errors
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine.plan import RECURSION_ROOT_SLOTS, Capacity, Plan, plan
 from numpyro_autospec.engine.pool import Status, gather, scatter
@@ -137,7 +139,7 @@ def one_round(context: Context, state: EngineState) -> EngineState:
 
 def run_loop(context: Context) -> Samples:
     """Rounds until every draw is complete (or a defect, a stall or the round limit), then
-    raise on the host if the run failed."""
+    report a failed run (:func:`report_failure`)."""
     max_rounds = context.plan.max_rounds
 
     def cond(state):
@@ -145,31 +147,73 @@ def run_loop(context: Context) -> Samples:
         return running & (state.total_rounds < max_rounds)
 
     state = jax.lax.while_loop(cond, functools.partial(one_round, context), initial_state(context))
-    jax.debug.callback(
-        functools.partial(raise_if_failed, context.process),
-        state.defect,
-        state.stalled | ~jnp.all(state.done),
-    )
+    report_failure(context.process, state.defect, state.stalled | ~jnp.all(state.done))
     return Samples(state.output, state.rounds, state.queries, state.conditionals)
 
 
+def report_failure(process, defect: Array, incomplete: Array) -> None:
+    """Trace time: hand a failed run's exception (:func:`failure_error`) to the host.
+
+    Inside an :func:`numpyro_autospec.errors.collecting` block (the NumPyro kernel's step) the
+    program goes on: the exception is deposited and its ticket collected, to be raised where
+    the state reaches the host.  Otherwise the program aborts; the exception is deposited too,
+    so that :func:`numpyro_autospec.errors.project_errors` can raise it again outside the
+    user's ``jit`` (called eagerly, the exception itself propagates).
+    """
+    if errors.is_collecting():
+        ticket = io_callback(
+            functools.partial(_deposit_failure, process),
+            jax.ShapeDtypeStruct((), jnp.int32),
+            defect,
+            incomplete,
+            ordered=False,
+        )
+        errors.collect(ticket)
+    else:
+        jax.debug.callback(functools.partial(raise_if_failed, process), defect, incomplete)
+
+
+def _deposit_failure(process, defect, incomplete) -> np.ndarray:
+    error = failure_error(process, defect, incomplete)
+    return np.int32(0 if error is None else errors.deposit(error))
+
+
 def raise_if_failed(process, defect, incomplete) -> None:
-    """Host side: a defective oracle answer (validation), or an incomplete run (a bug)."""
+    """Host side: raise the exception of a failed run (:func:`failure_error`), deposited
+    first (:func:`numpyro_autospec.errors.deposit`)."""
+    error = failure_error(process, defect, incomplete)
+    if error is not None:
+        errors.deposit(error)
+        raise error
+
+
+def failure_error(process, defect, incomplete) -> Exception | None:
+    """Host side: the exception of a run, or ``None`` when it succeeded.
+
+    A defective oracle answer (``defect = (code, row, step, draw)``, the first one recorded;
+    under ``vmap`` the first pool with a defect) gives ``process.defect_error`` (an
+    :class:`~numpyro_autospec.oracles.OracleError`; a
+    :class:`~numpyro_autospec.denoisers.DenoiserError` for a diffusion) with the process's
+    sentence naming the site, the user's function, the row and the step; an incomplete run
+    (a stall, the round limit) is a bug of the scheduler: :class:`RuntimeError`.
+    """
     defect, incomplete = np.asarray(defect), np.asarray(incomplete)
     if defect.ndim > 1:  # under vmap: the first pool with a defect
         index = int(np.argmax(defect[..., 0].reshape(-1) > 0))
         defect = defect.reshape(-1, 4)[index]
     code, row, step, draw = (int(value) for value in defect)
     if code:
-        raise OracleError(
+        error_type = getattr(process, "defect_error", OracleError)
+        return error_type(
             f"{_describe(process, code, row, step)} (draw {draw}); pass "
             "validate=False to skip these checks"
         )
     if np.any(incomplete):
-        raise RuntimeError(
+        return RuntimeError(
             "the autospeculation scheduler stopped before every draw was complete; this is "
             "a bug, please report it with the process and capacities used"
         )
+    return None
 
 
 def _describe(process, code: int, row: int, step: int) -> str:
@@ -198,7 +242,11 @@ def run(
     (``process.answer_defect``: for any-order oracles NaN, ``+inf`` and unnormalized rows of
     free sites; otherwise NaN and infinities); the run stops at the first defect and raises
     :class:`~numpyro_autospec.oracles.OracleError` naming the site, the row and the step.
-    ``validate=False`` skips the checks (about one extra pass over each answer).
+    ``validate=False`` skips the checks (about one extra pass over each answer).  Called
+    eagerly, the error is raised as is; under your own ``jax.jit`` JAX reports it as a
+    :class:`jax.errors.JaxRuntimeError` carrying the message, which
+    :func:`numpyro_autospec.errors.project_errors` turns back into the
+    :class:`~numpyro_autospec.oracles.OracleError`.
 
     Example
     -------
@@ -220,4 +268,5 @@ def run(
     context = make_context(
         process, plan(process, config, capacity, keys.shape[0], keys[0]), keys, validate
     )
-    return run_loop(context)
+    with errors.project_errors():
+        return run_loop(context)

@@ -37,6 +37,7 @@ The layout follows NumPyro's ``infer/hmc.py``: a functional core, one concept pe
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +49,7 @@ from numpyro.util import identity, is_prng_key
 
 from numpyro_autospec.config import METHODS, SamplerConfig
 from numpyro_autospec.engine import Capacity
+from numpyro_autospec.errors import Failure, carrying_failures
 from numpyro_autospec.numpyro.drawing import draw_model
 from numpyro_autospec.numpyro.inspection import (
     ModelInspection,
@@ -61,6 +63,7 @@ from numpyro_autospec.numpyro.steps import (
     pooled_autospec_step,
     skip_warmup,
 )
+from numpyro_autospec.numpyro.tuning import Tuning, measure_model, tune
 
 __all__ = [
     "AutospecKernel",
@@ -96,11 +99,18 @@ class AutospecKernel(MCMCKernel):
     See the module docstring for the models it accepts; :meth:`init` refuses the others with
     an :class:`UnsupportedModelError` that names the site.
 
-    **Warmup** is accepted and is a no-op: the draws are exact from the first iteration, so
-    warmup iterations draw nothing and call no oracle (they only count, with ``rounds`` and
-    ``queries`` 0), and the draws after ``num_warmup`` iterations are exactly those of
-    ``num_warmup=0``.  The engine's knobs are set by ``config``; :meth:`adapt` is the hook to
-    tune them (never the law) and keeps ``config`` by default.
+    **Warmup tunes the speculation.**  The draws are exact from the first iteration; the
+    ``num_warmup`` warmup draws are spent in :meth:`init` choosing the engine's knobs (initial
+    window, window growth, fallback threshold, recursion block size): a few exact candidate
+    configurations each draw their share, the one with the fewest rounds per draw is kept
+    (:mod:`~numpyro_autospec.numpyro.tuning`, the measurement in :attr:`tuning`) and frozen
+    for sampling.  The warmup iterations of NumPyro's loop then only count (``rounds`` and
+    ``queries`` 0).  ``num_warmup=0`` keeps ``config``.
+
+    **Errors** of the oracles found inside the compiled program (NaN, ``+inf``, unnormalized
+    rows) are raised by ``MCMC.run`` as :class:`~numpyro_autospec.oracles.OracleError` naming
+    the site and the oracle function, with or without progress bar: the state carries the
+    failure (:class:`~numpyro_autospec.errors.Failure`) out of NumPyro's compiled loop.
 
     **Chains.**  ``chain_method="sequential"`` and ``"parallel"`` run one scheduler per chain;
     ``"vectorized"`` draws every chain's draws of an oracle site in one shared engine pool
@@ -163,6 +173,9 @@ class AutospecKernel(MCMCKernel):
         self._inspection: tuple[Any, ModelInspection, tuple] | None = None
         self._sample_fn = None
         self._num_steps = 0
+        #: the warmup's measurement (:class:`~.tuning.Tuning`), ``None`` when warmup did not
+        #: tune (see :meth:`adapt`)
+        self.tuning: Tuning | None = None
 
     # -- MCMCKernel interface ------------------------------------------------------------
     @property
@@ -205,15 +218,34 @@ class AutospecKernel(MCMCKernel):
         return inspection
 
     def adapt(self, rng_key, num_warmup: int, model_args, model_kwargs) -> SamplerConfig:
-        """Hook to tune the engine's knobs (``block_size``, ``growth``, ...) before sampling.
+        """Tune the engine's knobs from the warmup draws (:mod:`~.tuning`), before sampling.
 
-        Called by :meth:`init`; the default keeps :attr:`config` (the default root already
-        adapts its window to the draw in progress, see :mod:`numpyro_autospec.config`).  Any
-        returned :class:`~numpyro_autospec.config.SamplerConfig` is exact, so tuning never
-        changes the law, only rounds and queries.  ``rng_key`` may be traced
-        (``chain_method="parallel"``) or a batch of keys (``"vectorized"``).
+        Called by :meth:`init`.  With ``num_warmup`` draws and a concrete key (one key, or the
+        first of a batch for ``chain_method="vectorized"``), the warmup draws are split
+        between the candidate configurations of :func:`~.tuning.candidate_configs` and the
+        one with the fewest rounds per draw is kept (:func:`~.tuning.tune`; the measurement
+        is in :attr:`tuning`); otherwise (no warmup, ``chain_method="parallel"``, whose keys
+        are traced, or traced model arguments) :attr:`config` is kept.  Every
+        :class:`~numpyro_autospec.config.SamplerConfig` is exact, so tuning never changes the
+        law, only rounds and queries; the chosen configuration is fixed for every sampling
+        iteration.
         """
-        return self._config
+        self.tuning = None
+        key = rng_key if is_prng_key(rng_key) else rng_key[0]
+        traced = any(
+            isinstance(leaf, jax.core.Tracer)
+            for leaf in jax.tree.leaves((key, model_args, model_kwargs))
+        )
+        if num_warmup <= 0 or traced:
+            return self._config
+        inspection = self.inspect(model_args, model_kwargs)
+        if not inspection.num_steps:
+            return self._config
+        measure = functools.partial(
+            measure_model, self._model, model_args, model_kwargs, inspection, self._capacity
+        )
+        self.tuning = tune(measure, self._config, inspection.num_steps, key, int(num_warmup))
+        return self.tuning.config
 
     def init(self, rng_key, num_warmup, init_params=None, model_args=(), model_kwargs=None):
         """Inspect the model (refusing what cannot be drawn exactly) and return the initial
@@ -226,19 +258,20 @@ class AutospecKernel(MCMCKernel):
         capacity = self._capacity
         num_warmup = int(num_warmup)
 
-        def sample_one(state, model_args, model_kwargs):
-            return autospec_step(
+        sample_one = carrying_failures(
+            lambda state, model_args, model_kwargs: autospec_step(
                 state, self._model, model_args, model_kwargs, config=config, capacity=capacity
             )
-
-        def sample_pooled(states, model_args, model_kwargs):
-            return pooled_autospec_step(
+        )
+        sample_pooled = carrying_failures(
+            lambda states, model_args, model_kwargs: pooled_autospec_step(
                 states, self._model, model_args, model_kwargs, config=config, capacity=capacity
             )
+        )
 
         def init_one(key):
             zero = jnp.zeros((), jnp.int32)
-            return AutospecState(zero, dict(inspection.z_like), zero, zero, key)
+            return AutospecState(zero, dict(inspection.z_like), zero, zero, key, Failure(zero))
 
         if is_prng_key(rng_key):
             self._sample_fn = skip_warmup(sample_one, num_warmup)

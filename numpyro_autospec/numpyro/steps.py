@@ -15,6 +15,7 @@ from jax import Array
 
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import Capacity
+from numpyro_autospec.errors import Failure
 from numpyro_autospec.numpyro.drawing import (
     Placeholders,
     draw_from_trace,
@@ -38,6 +39,10 @@ class AutospecState(NamedTuple):
         scheduler's rounds).
     :ivar queries: int32, oracle evaluations of the current draw.
     :ivar rng_key: PRNG key of the next draw.
+    :ivar failure: :class:`~numpyro_autospec.errors.Failure`, the ticket of the error of the
+        current draw (0: none); rebuilding a failed state on the host raises the error
+        (:class:`AutospecKernel` collects it; ``None`` for the bare steps, which raise inside
+        the program).
     """
 
     i: Array
@@ -45,6 +50,7 @@ class AutospecState(NamedTuple):
     rounds: Array
     queries: Array
     rng_key: Array
+    failure: Failure | None = None
 
 
 def autospec_step(

@@ -49,7 +49,12 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
-from numpyro_autospec.denoisers.validation import check_denoiser_signature, check_time_grid
+from numpyro_autospec.defects import describe_defect
+from numpyro_autospec.denoisers.validation import (
+    DenoiserError,
+    check_denoiser_signature,
+    check_time_grid,
+)
 
 __all__ = [
     "DEFAULT_DATA_VARIANCE",
@@ -354,6 +359,20 @@ class DiffusionProcess:
         if final_answer is None:
             raise ValueError(f"site {self.name!r}: output needs final_answer = query(x, num_steps)")
         return final_answer
+
+    #: the exception of a defective denoiser answer found by the engine's validation
+    defect_error = DenoiserError
+
+    def describe_defect(self, code: int, row: int, step: int) -> str:
+        """Host side: the sentence for a defective denoiser answer found by the engine (the
+        generic check: NaN or an infinity in entry ``row``) at the query of step ``step``,
+        naming the denoiser and, when the grid is concrete, the time."""
+        denoiser = getattr(self.denoiser, "__qualname__", type(self.denoiser).__name__)
+        t = None
+        if not isinstance(self.times, jax.core.Tracer):
+            t = f"{float(self.times[min(int(step), self.num_steps)]):g}"
+        message = describe_defect(code, name=f"denoiser {denoiser}", t=t)
+        return f"site {self.name!r}: {message} (entry {row}, query at step {step})"
 
     def __repr__(self) -> str:
         traced = isinstance(self.times, jax.core.Tracer)

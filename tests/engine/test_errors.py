@@ -1,0 +1,106 @@
+"""Errors found inside the compiled engine reach the caller as the project's own exceptions
+(:mod:`numpyro_autospec.errors`), naming the site and the user's function.
+
+The oracles below answer well on the host-side probes of ``validate_oracle`` and break only in
+the middle of a run (a given site pinned to 1 with 6 to 8 sites pinned; a denoiser at small
+times), so only the checks inside the compiled program can see them.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from numpyro_autospec import errors
+from numpyro_autospec.config import SamplerConfig
+from numpyro_autospec.defects import OracleError
+from numpyro_autospec.denoisers import DenoiserError, PointCloudDenoiser
+from numpyro_autospec.engine import run
+from numpyro_autospec.oracles import CurieWeissOracle, validate_oracle
+from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess
+from numpyro_autospec.processes.diffusion import default_times
+from numpyro_autospec.sequential import sequential_run
+
+N = 12
+CURIE_WEISS = CurieWeissOracle(N, beta=1.0)
+KEYS = jax.random.split(jax.random.PRNGKey(0), 64)
+MESSAGE = r"site 'spins': spin_oracle returned NaN in row 3 \(query at step \d+\) \(draw \d+\)"
+
+
+def spin_oracle(x, mask):
+    """Curie-Weiss, with NaN in row 3 once site 0 is pinned to 1 among 6 to 8 pinned sites."""
+    answer = CURIE_WEISS(x, mask)
+    pinned = jnp.sum(mask)
+    broken = (pinned >= 6) & (pinned <= 8) & mask[0] & (x[0] == 1)
+    return jnp.where(broken, answer.at[3].set(jnp.nan), answer)
+
+
+PROCESS = AnyOrderProcess(spin_oracle, N, 2, name="spins")
+CLOUD = PointCloudDenoiser(jnp.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]], jnp.float32))
+
+
+def cloud_denoiser(t, y):
+    """The point cloud's denoiser, NaN at times past 2 (the middle of the grid)."""
+    return jnp.where(t > 2.0, jnp.nan, CLOUD(t, y))
+
+
+DIFFUSION = DiffusionProcess(cloud_denoiser, 2, default_times(8, 30.0), name="cloud")
+
+
+def test_the_broken_oracle_passes_the_host_side_probes():
+    validate_oracle(spin_oracle, N, 2, name="spins")
+
+
+def test_engine_run_called_eagerly_raises_oracle_error_naming_the_function():
+    with pytest.raises(OracleError, match=MESSAGE):
+        jax.block_until_ready(run(PROCESS, KEYS))
+
+
+def test_under_your_own_jit_project_errors_raises_oracle_error():
+    program = jax.jit(lambda keys: run(PROCESS, keys))
+    with pytest.raises(jax.errors.JaxRuntimeError, match=MESSAGE) as caught:
+        jax.block_until_ready(program(KEYS))
+    assert isinstance(errors.project_error(caught.value), OracleError)
+    with pytest.raises(OracleError, match=MESSAGE) as caught:
+        with errors.project_errors():
+            jax.block_until_ready(program(KEYS))
+    assert isinstance(caught.value.__cause__, jax.errors.JaxRuntimeError)
+
+
+def test_sequential_run_validates_answers():
+    program = jax.jit(lambda keys: sequential_run(PROCESS, keys))
+    with pytest.raises(OracleError, match=MESSAGE), errors.project_errors():
+        jax.block_until_ready(program(KEYS))
+    values = jax.jit(lambda keys: sequential_run(PROCESS, keys, validate=False).value)(KEYS)
+    assert values.shape == (64, N)
+
+
+@pytest.mark.parametrize("method", ["autospec", "sequential"])
+def test_diffusion_raises_denoiser_error_naming_the_denoiser(method):
+    config = SamplerConfig(method=method)
+    if method == "sequential":
+        program = jax.jit(lambda keys: sequential_run(DIFFUSION, keys))
+    else:
+        program = jax.jit(lambda keys: run(DIFFUSION, keys, config))
+    message = r"site 'cloud': denoiser cloud_denoiser returned NaN at t=\d"
+    with pytest.raises(DenoiserError, match=message), errors.project_errors():
+        jax.block_until_ready(program(KEYS[:2]))
+
+
+def test_a_failure_raises_where_it_is_rebuilt_on_the_host():
+    ticket = errors.deposit(OracleError("site 'x': deposited"))
+    failure = errors.Failure(jnp.array([0, ticket], jnp.int32))
+    leaves, treedef = jax.tree.flatten(failure)
+    with pytest.raises(OracleError, match="site 'x': deposited"):
+        jax.tree.unflatten(treedef, leaves)
+    # a failure without ticket, and any failure under a transformation, is a container
+    fine = jax.tree.map(lambda leaf: leaf, errors.Failure(jnp.zeros(2, jnp.int32)))
+    assert np.array_equal(fine.ticket, np.zeros(2))
+    traced = jax.jit(lambda failure: failure)(errors.Failure(jnp.zeros((), jnp.int32)))
+    assert int(traced.ticket) == 0
+
+
+def test_other_errors_pass_project_errors_unchanged():
+    with pytest.raises(ZeroDivisionError), errors.project_errors():
+        raise ZeroDivisionError
+    assert errors.project_error(ValueError("x")) is None
