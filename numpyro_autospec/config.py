@@ -73,6 +73,13 @@ class RootPolicy(NamedTuple):
         size of the recursion blocks (the largest block the recursion runs on; ``0``: none).
     leaf_size:
         recursion blocks of at most this many steps are sampled step by step.
+
+    Example: the resolved root of the default configuration for 1024 steps.
+
+    >>> from numpyro_autospec.config import SamplerConfig
+    >>> policy = SamplerConfig().root_policy(1024)
+    >>> policy.rule, policy.first_window, policy.min_window, policy.recursion_block
+    ('block', 128, 32, 16)
     """
 
     rule: str | None
@@ -150,7 +157,18 @@ def _is_python_int(*values) -> bool:
 
 class AfterWindow(NamedTuple):
     """:meth:`RootPolicy.after_window`: ``fallback`` (a recursion block follows), the next
-    ``window`` and the updated totals ``advanced`` (steps) and ``windows`` (count)."""
+    ``window`` and the updated totals ``advanced`` (steps) and ``windows`` (count).
+
+    Example: a first window of 128 steps that kept only 3 falls back to a recursion block of
+    16 steps; one that kept all 128 grows the next window to the maximum.
+
+    >>> from numpyro_autospec.config import SamplerConfig
+    >>> policy = SamplerConfig().root_policy(1024)
+    >>> policy.after_window(128, 0, 0, 0, 3, 128, 1024)
+    AfterWindow(fallback=True, window=152, advanced=19, windows=1)
+    >>> policy.after_window(128, 0, 0, 0, 128, 128, 1024)
+    AfterWindow(fallback=False, window=1024, advanced=128, windows=1)
+    """
 
     fallback: Any
     window: Any
@@ -196,6 +214,16 @@ class SamplerConfig(NamedTuple):
         size of the recursion block after such a window (default ``sqrt(N) / 2``).
 
     The defaults were chosen with ``benchmarks/rounds.py`` (see ``docs/benchmarks.md``).
+
+    Example: every configuration draws from the same law; a bad value is refused.
+
+    >>> SamplerConfig(window=64).root_policy(1024).first_window
+    64
+    >>> SamplerConfig(method="assd", block_size=8).validate().method
+    'assd'
+    >>> SamplerConfig(method="gibbs").validate()  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: method must be one of (...), got 'gibbs'
     """
 
     method: str = "autospec"

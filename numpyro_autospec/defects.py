@@ -63,12 +63,30 @@ DEFECT_POSINF = DEFECT_INFINITE
 class OracleError(ValueError):
     """An oracle (any-order oracle or denoiser) or one of its parameters breaks the contract:
     shape, dtype, tracing, a non-finite parameter, NaN, an illegal infinity, an unnormalized
-    row, a bad time."""
+    row, a bad time.
+
+    Example
+    -------
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> try:
+    ...     CurieWeissOracle(8, beta=float("nan"))
+    ... except OracleError as error:
+    ...     print(type(error).__name__)
+    OracleError
+    """
 
 
 def first_line(error: BaseException) -> str:
     """The first line of an exception's message (JAX errors run to many lines; the messages of
-    this package are one line)."""
+    this package are one line).
+
+    Example
+    -------
+    >>> first_line(ValueError("shape (3,) is wrong\\nmore detail"))
+    'shape (3,) is wrong'
+    >>> first_line(KeyError())
+    'KeyError'
+    """
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
 

@@ -44,20 +44,9 @@ import numpy as np
 from jax import Array
 from jax.extend.core import get_opaque_trace_state
 
-__all__ = [
-    "MAX_DEPOSITS",
-    "Failure",
-    "carrying_failures",
-    "collect",
-    "collecting",
-    "combine",
-    "deposit",
-    "deposited",
-    "is_collecting",
-    "project_error",
-    "project_errors",
-    "raise_carried",
-]
+# the user-facing names; the deposit and collection machinery below is used by the engine and
+# the kernel and documented for contributors
+__all__ = ["Failure", "project_error", "project_errors"]
 
 MAX_DEPOSITS = 256
 """How many deposited exceptions are kept (the oldest are forgotten first)."""
@@ -159,6 +148,19 @@ class Failure:
     Rebuilding it on the host from a concrete non-zero ticket (which JAX does with the outputs
     of every compiled program) raises the deposited exception (:func:`raise_carried`).  Under
     a transformation (tracers, shape placeholders) it is an ordinary container.
+
+    Example
+    -------
+    >>> import jax, jax.numpy as jnp
+    >>> from numpyro_autospec.oracles import OracleError
+    >>> jax.jit(lambda failure: failure)(Failure(jnp.int32(0)))  # no failure: a plain value
+    Failure(Array(0, dtype=int32))
+    >>> ticket = deposit(OracleError("site 'x': row 3 is NaN"))
+    >>> try:
+    ...     jax.jit(lambda failure: failure)(Failure(jnp.int32(ticket)))
+    ... except OracleError as error:  # raised when the output is rebuilt on the host
+    ...     print(error)
+    site 'x': row 3 is NaN
     """
 
     __slots__ = ("ticket",)
@@ -214,7 +216,24 @@ def _is_concrete(value) -> bool:
 def project_error(error: BaseException) -> BaseException | None:
     """The project's exception behind ``error``: ``error`` itself when it is already one,
     the deposited exception whose message a :class:`jax.errors.JaxRuntimeError` carries (an
-    engine run that aborted a compiled program), else ``None``."""
+    engine run that aborted a compiled program), else ``None``.
+
+    Example
+    -------
+    >>> import jax, jax.numpy as jnp
+    >>> from numpyro_autospec import engine
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> def broken(x, mask):  # NaN rows: a defect found inside the compiled program
+    ...     return jnp.full((2, 2), jnp.nan)
+    >>> bad = AnyOrderProcess(broken, 2, 2)
+    >>> keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    >>> try:
+    ...     jax.jit(lambda keys: engine.run(bad, keys))(keys)
+    ... except jax.errors.JaxRuntimeError as runtime_error:
+    ...     found = project_error(runtime_error)
+    >>> type(found).__name__
+    'OracleError'
+    """
     from numpyro_autospec.defects import OracleError
 
     if isinstance(error, OracleError):
@@ -233,7 +252,25 @@ def project_error(error: BaseException) -> BaseException | None:
 @contextlib.contextmanager
 def project_errors() -> Iterator[None]:
     """Re-raise a :class:`jax.errors.JaxRuntimeError` that carries one of the project's
-    exceptions as that exception (``from`` the runtime error); other errors pass unchanged."""
+    exceptions as that exception (``from`` the runtime error); other errors pass unchanged.
+
+    Example
+    -------
+    >>> import jax, jax.numpy as jnp
+    >>> from numpyro_autospec import engine
+    >>> from numpyro_autospec.oracles import OracleError
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> def broken(x, mask):  # NaN rows: a defect found inside the compiled program
+    ...     return jnp.full((2, 2), jnp.nan)
+    >>> bad = AnyOrderProcess(broken, 2, 2)
+    >>> keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    >>> try:
+    ...     with project_errors():
+    ...         jax.jit(lambda keys: engine.run(bad, keys))(keys)
+    ... except OracleError as error:
+    ...     print("caught", type(error).__name__)
+    caught OracleError
+    """
     try:
         yield
     except jax.errors.JaxRuntimeError as runtime_error:

@@ -40,6 +40,16 @@ def sequential_draw(process, key: Array, validate: bool = False):
     :param process: a :class:`~numpyro_autospec.processes.Process`.
     :param key: one PRNG key (raw ``uint32[2]`` or typed).
     :param validate: also return the first defect.
+
+    Example
+    -------
+    >>> import jax
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(8, beta=1.0), 8, 2)
+    >>> value, rounds, queries = sequential_draw(process, jax.random.PRNGKey(0))
+    >>> value.shape, int(rounds), int(queries)
+    ((8,), 8, 8)
     """
     num_steps = int(process.num_steps)
     k_init, k_run = jax.random.split(key)

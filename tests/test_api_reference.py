@@ -37,22 +37,6 @@ OPTIONAL_DEPENDENCIES = {
     "numpyro_autospec.denoisers.digits": ("sklearn",),  # extra "digits" (its data set)
 }
 
-# Public names that have no example yet: their files are being edited elsewhere.  Every entry
-# must still lack one (test_awaiting_examples_still_lack_one): remove a name when its example
-# lands, until the set is empty.
-AWAITING_EXAMPLES = {
-    "numpyro_autospec.config.AfterWindow",
-    "numpyro_autospec.config.RootPolicy",
-    "numpyro_autospec.config.SamplerConfig",
-    "numpyro_autospec.defects.OracleError",
-    "numpyro_autospec.defects.first_line",
-    "numpyro_autospec.engine.plan.Capacity",
-    "numpyro_autospec.engine.plan.plan",
-    "numpyro_autospec.numpyro.steps.AutospecState",
-    "numpyro_autospec.numpyro.steps.autospec_step",
-    "numpyro_autospec.sequential.sequential_draw",
-}
-
 
 def package_modules() -> list[str]:
     """Every module and subpackage of ``numpyro_autospec``, the package itself first."""
@@ -141,27 +125,8 @@ def test_module_discovery_finds_every_layer():
 def test_public_names_have_examples(module_name: str) -> None:
     module = import_or_skip(module_name)
     objects = public_objects(module)
-    missing = sorted(
-        name
-        for name, value in objects.items()
-        if not has_example(value) and name not in AWAITING_EXAMPLES
-    )
+    missing = sorted(name for name, value in objects.items() if not has_example(value))
     assert not missing, f"public names of {module_name} without a '>>>' example: {missing}"
-
-
-def test_awaiting_examples_still_lack_one():
-    """The exemption list only shrinks: every entry is a public name without an example."""
-    public = {}
-    for module_name in public_modules():
-        if not missing_dependencies(module_name):
-            public.update(public_objects(importlib.import_module(module_name)))
-    checkable = {
-        name for name in AWAITING_EXAMPLES if not missing_dependencies(name.rsplit(".", 1)[0])
-    }
-    unknown = sorted(checkable - set(public))
-    assert not unknown, f"AWAITING_EXAMPLES lists names that are not public: {unknown}"
-    done = sorted(name for name in checkable if has_example(public[name]))
-    assert not done, f"these names have an example now; remove them from AWAITING_EXAMPLES: {done}"
 
 
 @pytest.mark.parametrize("module_name", public_modules())

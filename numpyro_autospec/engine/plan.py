@@ -58,6 +58,19 @@ class Capacity(NamedTuple):
         a :class:`jax.sharding.Mesh` over which every round's oracle batch is split (its batch
         axis over all the mesh's axes, :mod:`numpyro_autospec.engine.sharding`); ``None`` (the
         default): no sharding constraint.  The draws, rounds and queries are the same.
+
+    Example: a starved pool takes more rounds, never other draws.
+
+    >>> import jax
+    >>> from numpyro_autospec import engine
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(16, beta=1.0), 16, 2)
+    >>> keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    >>> ample = engine.run(process, keys)
+    >>> starved = engine.run(process, keys, capacity=Capacity(num_slots=8, max_queries=2))
+    >>> bool((ample.value == starved.value).all()), bool((starved.rounds >= ample.rounds).all())
+    (True, True)
     """
 
     num_slots: int | None = None
@@ -118,7 +131,19 @@ def nbytes(tree) -> int:
 
 
 def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key_like) -> Plan:
-    """Resolve the static sizes of a run."""
+    """Resolve the static sizes of a run.
+
+    Example
+    -------
+    >>> import jax
+    >>> from numpyro_autospec.config import SamplerConfig
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(64, beta=1.0), 64, 2)
+    >>> sizes = plan(process, SamplerConfig(), Capacity(), 4, jax.random.PRNGKey(0))
+    >>> sizes.num_steps, sizes.window_size, sizes.answer_rows, sizes.block_scoring
+    (64, 64, 64, True)
+    """
     config = config.validate()
     mesh = check_mesh(capacity.mesh)
     num_steps = int(process.num_steps)

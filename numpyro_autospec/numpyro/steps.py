@@ -43,6 +43,15 @@ class AutospecState(NamedTuple):
         current draw (0: none); rebuilding a failed state on the host raises the error
         (:class:`AutospecKernel` collects it; ``None`` for the bare steps, which raise inside
         the program).
+
+    Example
+    -------
+    >>> import jax, jax.numpy as jnp
+    >>> zero = jnp.zeros((), jnp.int32)
+    >>> state = AutospecState(zero, {"x": jnp.zeros(4, jnp.int32)}, zero, zero,
+    ...                       jax.random.PRNGKey(0))
+    >>> state._fields
+    ('i', 'z', 'rounds', 'queries', 'rng_key', 'failure')
     """
 
     i: Array
@@ -62,7 +71,22 @@ def autospec_step(
     config: SamplerConfig,
     capacity: Capacity | None = None,
 ) -> AutospecState:
-    """One iteration: a fresh exact joint draw, independent of ``state.z``."""
+    """One iteration: a fresh exact joint draw, independent of ``state.z``.
+
+    Example: the state after one draw.
+
+    >>> import jax, jax.numpy as jnp, numpyro
+    >>> from numpyro_autospec import AnyOrderAR, SamplerConfig
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> def model():
+    ...     numpyro.sample("x", AnyOrderAR(CurieWeissOracle(4, beta=1.0), 4, 2))
+    >>> zero = jnp.zeros((), jnp.int32)
+    >>> state = AutospecState(zero, {"x": jnp.zeros(4, jnp.int32)}, zero, zero,
+    ...                       jax.random.PRNGKey(0))
+    >>> state = autospec_step(state, model, (), {}, config=SamplerConfig(method="sequential"))
+    >>> int(state.i), state.z["x"].shape, int(state.rounds)
+    (1, (4,), 4)
+    """
     rng_key, key_draw = jax.random.split(state.rng_key)
     draw = draw_model(model, key_draw, model_args, model_kwargs, config=config, capacity=capacity)
     return AutospecState(state.i + 1, draw.z, draw.rounds, draw.queries, rng_key)
