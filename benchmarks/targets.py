@@ -36,9 +36,7 @@ class PottsCountOracle(AnyOrderOracle):
         return jax.nn.log_softmax(logits, axis=-1)
 
     def log_marginals(self, x: Array, mask: Array) -> Array:
-        counts = jax.ops.segment_sum(
-            mask.astype(jnp.float32), x, num_segments=self.num_categories
-        )
+        counts = jax.ops.segment_sum(mask.astype(jnp.float32), x, num_segments=self.num_categories)
         return jnp.broadcast_to(self._rows(counts), (self.num_positions, self.num_categories))
 
     def log_conditionals(self, x: Array, ranks: Array, sites: Array, prefix_lengths: Array):
