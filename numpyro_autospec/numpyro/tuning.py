@@ -37,6 +37,7 @@ from numpyro_autospec.numpyro.steps import AutospecState, autospec_step, pooled_
 __all__ = [
     "MARGIN",
     "MAX_DRAWS_PER_CANDIDATE",
+    "MIN_DRAWS_PER_CANDIDATE",
     "WARMUP_STREAM",
     "Candidate",
     "Tuning",
@@ -53,6 +54,10 @@ by more than this many standard errors of the difference."""
 
 MAX_DRAWS_PER_CANDIDATE = 128
 """Warmup draws measured per candidate (more warmup iterations are not drawn)."""
+
+MIN_DRAWS_PER_CANDIDATE = 16
+"""Fewer warmup draws per candidate than this: no tuning (a handful of draws cannot show a
+difference of two standard errors, and each candidate costs a compilation)."""
 
 WARMUP_STREAM = 0x7E57
 """The warmup draws' keys are ``split(fold_in(key, WARMUP_STREAM), draws)``."""
@@ -184,11 +189,12 @@ def tune(
         oracle site of the model).
     :param rng_key: the chain's key (the warmup draws use their own stream, :func:`warmup_keys`).
     :param num_warmup: warmup draws, split evenly between the candidates (at most
-        :data:`MAX_DRAWS_PER_CANDIDATE` each); fewer than two per candidate: no tuning.
+        :data:`MAX_DRAWS_PER_CANDIDATE` each); fewer than :data:`MIN_DRAWS_PER_CANDIDATE` per
+        candidate: no tuning.
     """
     options = [(name, option.validate()) for name, option in candidate_configs(config, num_steps)]
     per_candidate = min(int(num_warmup) // len(options), MAX_DRAWS_PER_CANDIDATE)
-    if len(options) == 1 or per_candidate < 2:
+    if len(options) == 1 or per_candidate < MIN_DRAWS_PER_CANDIDATE:
         return Tuning(config, "given", ())
     keys = warmup_keys(rng_key, per_candidate)
     measured = []
