@@ -45,6 +45,7 @@ from numpyro_autospec import AutospecKernel, StochasticLocalization
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.denoisers import PointCloudDenoiser, digits_point_cloud
 from numpyro_autospec.processes.diffusion import default_times
+from numpyro_autospec.script_help import script_parser
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
@@ -175,7 +176,7 @@ def main(args: argparse.Namespace) -> dict:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--num-steps", type=int, default=128, help="grid of the drawn digits")
     parser.add_argument(
         "--sizes", type=int, nargs="+", default=[32, 128, 512], help="grid sizes N of the plot"
@@ -185,9 +186,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--block-size",
         type=int,
         default=None,
-        help="root recursion block (default: the whole path, the paper as written)",
+        help="root recursion block (None: the whole path, the paper as written)",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
     parser.add_argument("--out", default="figures", help="directory for the figure")
     parser.add_argument(
         "--no-progress-bar", dest="progress_bar", action="store_false", help="quiet run"
