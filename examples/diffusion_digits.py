@@ -110,6 +110,16 @@ def rounds_against_n(
     return costs
 
 
+def mosaic(images: np.ndarray, columns: int) -> np.ndarray:
+    """8x8 digits tiled ``columns`` per row into one image, one blank pixel between tiles."""
+    rows = -(-len(images) // columns)
+    canvas = np.full((9 * rows + 1, 9 * columns + 1), np.nan)
+    for index, image in enumerate(images):
+        row, column = divmod(index, columns)
+        canvas[1 + 9 * row : 9 * row + 9, 1 + 9 * column : 9 * column + 9] = image.reshape(8, 8)
+    return canvas
+
+
 def plot(
     autospec: np.ndarray,
     sequential: np.ndarray,
@@ -117,20 +127,15 @@ def plot(
     num_steps: int,
     path: str,
 ) -> None:
-    """Digits of both samplers side by side (rows) and mean rounds against N (log-log)."""
-    columns = max(len(autospec), len(sequential))
-    fig = plt.figure(figsize=(1.1 * columns + 4.8, 3.2))
-    grid = fig.add_gridspec(2, columns + 4)
-    for row, (name, images) in enumerate([("autospec", autospec), ("sequential", sequential)]):
-        for column, image in enumerate(images):
-            ax = fig.add_subplot(grid[row, column])
-            ax.imshow(image.reshape(8, 8), cmap="gray_r", vmin=0.0, vmax=1.0)
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if column == 0:
-                ax.set_ylabel(name, fontsize=9)
-    fig.text(0.02, 0.97, f"draws on the grid of N = {num_steps} steps", fontsize=9, va="top")
-    ax = fig.add_subplot(grid[:, columns + 1 :])
+    """Digits of both samplers (one mosaic each) and mean rounds against N (log-log)."""
+    columns = int(np.ceil(np.sqrt(max(len(autospec), len(sequential)))))
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.8), width_ratios=[1, 1, 1.3])
+    cmap = plt.get_cmap("gray_r").with_extremes(bad="white")
+    for ax, (name, images) in zip(axes[:2], [("autospec", autospec), ("sequential", sequential)]):
+        ax.imshow(mosaic(images, columns), cmap=cmap, vmin=0.0, vmax=1.0)
+        ax.set_title(f"{name}: {len(images)} draws, N = {num_steps}", fontsize=10)
+        ax.set_axis_off()
+    ax = axes[2]
     sizes = np.array(sorted(costs))
     ax.plot(sizes, sizes + 1, "k--", marker="s", label="sequential: N + 1")
     ax.plot(sizes, [costs[n][0] for n in sizes], marker="o", color="C1", label="autospec")
