@@ -131,7 +131,8 @@ def plot(
     columns = int(np.ceil(np.sqrt(max(len(autospec), len(sequential)))))
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.8), width_ratios=[1, 1, 1.3])
     cmap = plt.get_cmap("gray_r").with_extremes(bad="white")
-    for ax, (name, images) in zip(axes[:2], [("autospec", autospec), ("sequential", sequential)]):
+    samplers = [("autospec", autospec), ("sequential", sequential)]
+    for ax, (name, images) in zip(axes[:2], samplers, strict=True):
         ax.imshow(mosaic(images, columns), cmap=cmap, vmin=0.0, vmax=1.0)
         ax.set_title(f"{name}: {len(images)} draws, N = {num_steps}", fontsize=10)
         ax.set_axis_off()
