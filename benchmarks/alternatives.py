@@ -71,6 +71,7 @@ from numpyro_autospec.baselines import cosine_schedule, maskgit_run, picard_run 
 from numpyro_autospec.engine import run  # noqa: E402
 from numpyro_autospec.oracles import CurieWeissOracle, IsingChainOracle  # noqa: E402
 from numpyro_autospec.processes import AnyOrderProcess  # noqa: E402
+from numpyro_autospec.script_help import script_parser
 from numpyro_autospec.sequential import sequential_run  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -608,15 +609,13 @@ def write(rows: list[dict], args: argparse.Namespace) -> list[dict]:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = script_parser(__doc__)
     parser.add_argument(
         "--sections",
         nargs="+",
         default=["small", "anyorder", "diffusion"],
         choices=["small", "anyorder", "diffusion"],
+        help="which parts of the comparison to run",
     )
     parser.add_argument(
         "--sizes", type=int, nargs="+", default=[256, 1024], help="any-order sizes n"
@@ -657,19 +656,37 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="enumerable targets",
     )
     parser.add_argument("--sweeps", type=int, default=400, help="Gibbs sweeps after burn-in")
-    parser.add_argument("--gibbs-max-size", type=int, default=4096)
+    parser.add_argument(
+        "--gibbs-max-size", type=int, default=4096, help="largest n for NumPyro's Gibbs chains"
+    )
     parser.add_argument(
         "--ising-max-size",
         type=int,
         default=1024,
         help="largest Ising chain (its autospec queries are O(n) scans)",
     )
-    parser.add_argument("--diffusion-draws", type=int, default=256)
-    parser.add_argument("--autospec-diffusion-draws", type=int, default=16)
+    parser.add_argument(
+        "--diffusion-draws",
+        type=int,
+        default=256,
+        help="draws of the Euler chain and Picard per diffusion cell",
+    )
+    parser.add_argument(
+        "--autospec-diffusion-draws",
+        type=int,
+        default=16,
+        help="autospeculation draws per diffusion cell",
+    )
     parser.add_argument("--window", type=int, default=64, help="Picard window p")
-    parser.add_argument("--tolerances", type=float, nargs="+", default=[0.3, 0.1, 0.01, 0.0])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out-dir", default=RESULTS)
+    parser.add_argument(
+        "--tolerances",
+        type=float,
+        nargs="+",
+        default=[0.3, 0.1, 0.01, 0.0],
+        help="Picard tolerances",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
+    parser.add_argument("--out-dir", default=RESULTS, help="directory of the table, CSV and plots")
     parser.add_argument("--name", default="alternatives", help="file stem")
     parser.add_argument("--no-plot", action="store_true")
     parser.add_argument(

@@ -40,6 +40,8 @@ import time
 import jax
 import numpy as np
 
+from numpyro_autospec.script_help import script_parser
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 METHODS = ("autospec", "sequential", "kv-cache")
 KNOBS = ("window", "window_growth", "floor", "fallback", "block_size", "lookahead")
@@ -223,10 +225,7 @@ def main(args: argparse.Namespace) -> list[dict]:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = script_parser(__doc__)
     parser.add_argument("--num-positions", type=int, default=256, help="n (as the example)")
     parser.add_argument("--model-size", type=int, default=64, help="width d (as the example)")
     parser.add_argument("--num-steps", type=int, default=900, help="training steps (example)")
@@ -244,7 +243,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--lookahead",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="SamplerConfig.lookahead (default: the config's)",
+        help="SamplerConfig.lookahead (None: the config's)",
     )
     return parser.parse_args(argv)
 

@@ -34,6 +34,8 @@ import subprocess
 import sys
 import time
 
+from numpyro_autospec.script_help import script_parser
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = ("cw-32", "cw-1024", "diffusion-64", "engine-cw-64x100")
 COLUMNS = (
@@ -240,18 +242,21 @@ def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    parser = script_parser(__doc__)
+    parser.add_argument(
+        "--cases", nargs="+", default=list(CASES), choices=CASES, help="models to compile"
     )
-    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
     parser.add_argument(
         "--split-batch-bytes",
         type=int,
         default=None,
-        help="override engine.plan.SPLIT_BATCH_BYTES (-1: split every batch); default: shipped",
+        help="override engine.plan.SPLIT_BATCH_BYTES (-1: split every batch; None: as shipped)",
     )
     parser.add_argument("--label", default="", help="suffix of the output files")
-    parser.add_argument("--output", default=os.path.join(HERE, "results"))
+    parser.add_argument(
+        "--output",
+        default=os.path.join(HERE, "results"),
+        help="directory of the table, CSV and plot",
+    )
     parser.add_argument("--measure", default=None, help=argparse.SUPPRESS)
     main(parser.parse_args())

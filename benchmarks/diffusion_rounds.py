@@ -57,6 +57,7 @@ from numpyro_autospec.engine import Capacity, run
 from numpyro_autospec.engine.scheduler import plan
 from numpyro_autospec.processes import DiffusionProcess
 from numpyro_autospec.processes.diffusion import default_times
+from numpyro_autospec.script_help import script_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
@@ -342,9 +343,13 @@ def main(args: argparse.Namespace) -> list[dict]:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--targets", nargs="+", default=list(TARGETS), choices=TARGETS)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024, 4096])
+    parser = script_parser(__doc__)
+    parser.add_argument(
+        "--targets", nargs="+", default=list(TARGETS), choices=TARGETS, help="denoisers"
+    )
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=[64, 256, 1024, 4096], help="time-grid sizes N"
+    )
     parser.add_argument("--draws", type=int, default=20, help="draws per cell")
     parser.add_argument(
         "--block-sizes",
@@ -353,16 +358,18 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="root block sizes: none (whole path), Cs (C sqrt(N)) or integers",
     )
     parser.add_argument("--growth", type=float, nargs="+", default=[1.0], help="rho values")
-    parser.add_argument("--draws-per-call", type=int, default=1)
+    parser.add_argument(
+        "--draws-per-call", type=int, default=1, help="draws sharing one engine pool"
+    )
     parser.add_argument("--memory-budget", type=int, default=1 << 30, help="bytes")
     parser.add_argument(
         "--num-slots",
         type=int,
         default=None,
-        help="pool size (default: the engine's, at least 512 for these roots)",
+        help="pool size (None: the engine's, at least 512 for these roots)",
     )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out-dir", default=RESULTS)
+    parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
+    parser.add_argument("--out-dir", default=RESULTS, help="directory of the CSV and plot")
     parser.add_argument("--name", default="diffusion_rounds", help="CSV/PNG file stem")
     parser.add_argument("--no-plot", action="store_true")
     return parser.parse_args(argv)

@@ -24,6 +24,7 @@ from numpyro_autospec import reference
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.oracles import CurieWeissOracle
 from numpyro_autospec.processes import AnyOrderProcess
+from numpyro_autospec.script_help import script_parser
 
 CONFIGS = {"paper": SamplerConfig(root_windows=False), "windows": SamplerConfig()}
 
@@ -47,9 +48,18 @@ def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024])
-    parser.add_argument("--draws", type=int, default=20)
-    parser.add_argument("--beta", type=float, default=1.0)
-    parser.add_argument("--root", choices=sorted(CONFIGS), default="paper")
+    parser = script_parser(__doc__)
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=[64, 256, 1024], help="numbers of spins n"
+    )
+    parser.add_argument("--draws", type=int, default=20, help="draws per size")
+    parser.add_argument(
+        "--beta", type=float, default=1.0, help="inverse temperature of the Curie-Weiss model"
+    )
+    parser.add_argument(
+        "--root",
+        choices=sorted(CONFIGS),
+        default="paper",
+        help="root policy of the reference sampler",
+    )
     main(parser.parse_args())

@@ -39,6 +39,7 @@ import time
 import numpy as np
 
 from numpyro_autospec.oracles import AnyOrderOracle
+from numpyro_autospec.script_help import script_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -575,9 +576,11 @@ def _emit(writer, f, row, commit):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--targets", nargs="*", default=list(TARGETS))
-    parser.add_argument("--sizes", nargs="*", type=int, default=[64, 256, 1024, 4096, 16384])
+    parser = script_parser(__doc__)
+    parser.add_argument("--targets", nargs="*", default=list(TARGETS), help="any-order targets")
+    parser.add_argument(
+        "--sizes", nargs="*", type=int, default=[64, 256, 1024, 4096, 16384], help="sizes n"
+    )
     parser.add_argument(
         "--windows",
         nargs="*",
@@ -599,18 +602,24 @@ def parse_args(argv=None):
         default=[],
         help="more engine configs, e.g. autospec:window=2s,floor=0",
     )
-    parser.add_argument("--draws", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--draws-per-call", type=int, default=4)
+    parser.add_argument("--draws", type=int, default=20, help="draws per cell")
+    parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
+    parser.add_argument(
+        "--draws-per-call", type=int, default=4, help="draws sharing one engine pool"
+    )
     parser.add_argument(
         "--slots-per-draw",
         type=int,
         default=128,
         help="pool slots per draw of a call (<= 0: the engine's default)",
     )
-    parser.add_argument("--memory-budget", type=int, default=1 << 30)
-    parser.add_argument("--csv", default=None)
-    parser.add_argument("--figure", default=None)
+    parser.add_argument(
+        "--memory-budget", type=int, default=1 << 30, help="engine memory budget in bytes"
+    )
+    parser.add_argument(
+        "--csv", default=None, help="CSV path (None: benchmarks/results/rounds.csv)"
+    )
+    parser.add_argument("--figure", default=None, help="plot path (None: next to the CSV)")
     parser.add_argument("--force", action="store_true", help="re-measure cells in the CSV")
     parser.add_argument(
         "--report",
@@ -618,7 +627,12 @@ def parse_args(argv=None):
         help="print compact tables and slopes and draw the plot from the CSV, measure nothing",
     )
     parser.add_argument("--overhead", action="store_true")
-    parser.add_argument("--overhead-configs", nargs="*", default=["assd:k=256", "autospec:"])
+    parser.add_argument(
+        "--overhead-configs",
+        nargs="*",
+        default=["assd:k=256", "autospec:"],
+        help="configs measured by --overhead",
+    )
     return parser.parse_args(argv)
 
 

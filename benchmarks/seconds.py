@@ -28,6 +28,8 @@ import time
 import jax
 import numpy as np
 
+from numpyro_autospec.script_help import script_parser
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = (
     "cw-1024",
@@ -179,11 +181,14 @@ def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description="Seconds per exact draw, autospeculation against sequential sampling.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    parser = script_parser(__doc__)
+    parser.add_argument(
+        "--cases",
+        nargs="+",
+        default=list(CASES),
+        choices=CASES,
+        help="cases, each run in its own process",
     )
-    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
     parser.add_argument("--draws", type=int, default=8, help="draws per call (many-draw rate)")
     parser.add_argument("--repeats", type=int, default=3, help="timed calls after the first")
     parser.add_argument("--out", default=os.path.join(HERE, "results"), help="CSV and plot")

@@ -33,6 +33,8 @@ import time
 
 import numpy as np
 
+from numpyro_autospec.script_help import script_parser
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -168,11 +170,14 @@ def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
-        description="Throughput of the engine against the devices its oracle batches span.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    parser = script_parser(__doc__)
+    parser.add_argument(
+        "--devices",
+        nargs="+",
+        type=int,
+        default=[1, 2, 4],
+        help="device counts, each in its own process",
     )
-    parser.add_argument("--devices", nargs="+", type=int, default=[1, 2, 4])
     parser.add_argument(
         "--platform",
         default="cpu",

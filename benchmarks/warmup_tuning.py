@@ -20,7 +20,6 @@ Example::
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import os
@@ -28,6 +27,8 @@ import sys
 import time
 
 import numpy as np
+
+from numpyro_autospec.script_help import script_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -193,10 +194,7 @@ def main(args) -> None:
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = script_parser(__doc__)
     parser.add_argument("--targets", nargs="+", default=list(TARGETS), help="target names")
     parser.add_argument("--size", type=int, default=256, help="number of sites n")
     parser.add_argument(

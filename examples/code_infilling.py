@@ -61,6 +61,7 @@ from numpyro_autospec.learned import (
     train_transformer,
 )
 from numpyro_autospec.processes import AnyOrderProcess
+from numpyro_autospec.script_help import script_parser
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
@@ -323,10 +324,7 @@ def main(args: argparse.Namespace) -> dict:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = script_parser(__doc__)
     parser.add_argument("--num-positions", type=int, default=128, help="n: characters per window")
     parser.add_argument("--model-size", type=int, default=64, help="transformer width d")
     parser.add_argument("--num-layers", type=int, default=3, help="two-stream layers")
@@ -352,7 +350,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--cache-dir",
         default=None,
-        help="checkpoint cache (default: $NUMPYRO_AUTOSPEC_CACHE or ~/.cache/numpyro_autospec)",
+        help="checkpoint cache (None: $NUMPYRO_AUTOSPEC_CACHE or ~/.cache/numpyro_autospec)",
     )
     parser.add_argument("--retrain", action="store_true", help="ignore a cached checkpoint")
     parser.add_argument("--out", default="figures", help="directory for the figure")

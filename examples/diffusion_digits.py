@@ -45,6 +45,7 @@ from numpyro_autospec import AutospecKernel, StochasticLocalization
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.denoisers import PointCloudDenoiser, digits_point_cloud
 from numpyro_autospec.processes.diffusion import default_times
+from numpyro_autospec.script_help import script_parser
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
@@ -109,6 +110,16 @@ def rounds_against_n(
     return costs
 
 
+def mosaic(images: np.ndarray, columns: int) -> np.ndarray:
+    """8x8 digits tiled ``columns`` per row into one image, one blank pixel between tiles."""
+    rows = -(-len(images) // columns)
+    canvas = np.full((9 * rows + 1, 9 * columns + 1), np.nan)
+    for index, image in enumerate(images):
+        row, column = divmod(index, columns)
+        canvas[1 + 9 * row : 9 * row + 9, 1 + 9 * column : 9 * column + 9] = image.reshape(8, 8)
+    return canvas
+
+
 def plot(
     autospec: np.ndarray,
     sequential: np.ndarray,
@@ -116,20 +127,16 @@ def plot(
     num_steps: int,
     path: str,
 ) -> None:
-    """Digits of both samplers side by side (rows) and mean rounds against N (log-log)."""
-    columns = max(len(autospec), len(sequential))
-    fig = plt.figure(figsize=(1.1 * columns + 4.8, 3.2))
-    grid = fig.add_gridspec(2, columns + 4)
-    for row, (name, images) in enumerate([("autospec", autospec), ("sequential", sequential)]):
-        for column, image in enumerate(images):
-            ax = fig.add_subplot(grid[row, column])
-            ax.imshow(image.reshape(8, 8), cmap="gray_r", vmin=0.0, vmax=1.0)
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if column == 0:
-                ax.set_ylabel(name, fontsize=9)
-    fig.text(0.02, 0.97, f"draws on the grid of N = {num_steps} steps", fontsize=9, va="top")
-    ax = fig.add_subplot(grid[:, columns + 1 :])
+    """Digits of both samplers (one mosaic each) and mean rounds against N (log-log)."""
+    columns = int(np.ceil(np.sqrt(max(len(autospec), len(sequential)))))
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.8), width_ratios=[1, 1, 1.3])
+    cmap = plt.get_cmap("gray_r").with_extremes(bad="white")
+    samplers = [("autospec", autospec), ("sequential", sequential)]
+    for ax, (name, images) in zip(axes[:2], samplers, strict=True):
+        ax.imshow(mosaic(images, columns), cmap=cmap, vmin=0.0, vmax=1.0)
+        ax.set_title(f"{name}: {len(images)} draws, N = {num_steps}", fontsize=10)
+        ax.set_axis_off()
+    ax = axes[2]
     sizes = np.array(sorted(costs))
     ax.plot(sizes, sizes + 1, "k--", marker="s", label="sequential: N + 1")
     ax.plot(sizes, [costs[n][0] for n in sizes], marker="o", color="C1", label="autospec")
@@ -175,7 +182,7 @@ def main(args: argparse.Namespace) -> dict:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--num-steps", type=int, default=128, help="grid of the drawn digits")
     parser.add_argument(
         "--sizes", type=int, nargs="+", default=[32, 128, 512], help="grid sizes N of the plot"
@@ -185,9 +192,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--block-size",
         type=int,
         default=None,
-        help="root recursion block (default: the whole path, the paper as written)",
+        help="root recursion block (None: the whole path, the paper as written)",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
     parser.add_argument("--out", default="figures", help="directory for the figure")
     parser.add_argument(
         "--no-progress-bar", dest="progress_bar", action="store_false", help="quiet run"

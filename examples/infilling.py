@@ -34,6 +34,7 @@ from numpyro.infer import MCMC
 
 from numpyro_autospec import AnyOrderAR, AutospecKernel
 from numpyro_autospec.oracles import IsingChainOracle
+from numpyro_autospec.script_help import script_parser
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
@@ -137,13 +138,15 @@ def main(args: argparse.Namespace) -> dict:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--num-positions", type=int, default=18, help="n (default 18)")
+    parser = script_parser(__doc__)
+    parser.add_argument("--num-positions", type=int, default=18, help="n")
     parser.add_argument("--num-pinned", type=int, default=3, help="pinned sites at each end")
     parser.add_argument("--coupling", type=float, default=0.8, help="J")
     parser.add_argument("--num-samples", type=int, default=400, help="draws per chain")
-    parser.add_argument("--num-chains", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--num-chains", type=int, default=2, help="chains (vectorized: one shared pool)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
     parser.add_argument("--out", default="figures", help="directory for the figure")
     parser.add_argument(
         "--no-progress-bar", dest="progress_bar", action="store_false", help="quiet run"

@@ -48,6 +48,7 @@ from numpyro_autospec.denoisers import digits_point_cloud
 from numpyro_autospec.engine import run
 from numpyro_autospec.learned import DenoiserConfig, load_or_train_denoiser
 from numpyro_autospec.processes.diffusion import default_times
+from numpyro_autospec.script_help import script_parser
 from numpyro_autospec.sequential import sequential_run
 
 matplotlib.use("Agg")
@@ -166,10 +167,7 @@ def main(args: argparse.Namespace) -> dict:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    parser = script_parser(__doc__)
     parser.add_argument("--num-steps", type=int, default=128, help="grid steps N of the chain")
     parser.add_argument("--num-samples", type=int, default=12, help="draws per sampler")
     parser.add_argument("--train-steps", type=int, default=4000, help="Adam steps")
@@ -182,11 +180,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--block-size",
         type=int,
         default=None,
-        help="root recursion block (default: the whole path, the paper as written)",
+        help="root recursion block (None: the whole path, the paper as written)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of training and sampling")
     parser.add_argument(
-        "--cache-dir", default=None, help="checkpoint cache (default: ~/.cache/numpyro_autospec)"
+        "--cache-dir", default=None, help="checkpoint cache (None: ~/.cache/numpyro_autospec)"
     )
     parser.add_argument("--retrain", action="store_true", help="ignore a cached checkpoint")
     parser.add_argument("--out", default="figures", help="directory for the figure")

@@ -48,6 +48,7 @@ from numpyro.infer import MCMC
 
 from numpyro_autospec import AnyOrderAR, AutospecKernel
 from numpyro_autospec.learned import LearnedOracle, MaskedMLP, fit, order_averaged_nll
+from numpyro_autospec.script_help import script_parser
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
@@ -201,17 +202,17 @@ def main(args: argparse.Namespace) -> dict:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = script_parser(__doc__)
     parser.add_argument("--threshold", type=int, default=8, help="binarize at intensity >= this")
     parser.add_argument("--hidden-size", type=int, default=256, help="units per hidden layer")
     parser.add_argument("--depth", type=int, default=2, help="hidden layers")
     parser.add_argument("--num-steps", type=int, default=4000, help="Adam steps")
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--batch-size", type=int, default=128, help="images per Adam step")
+    parser.add_argument("--learning-rate", type=float, default=1e-3, help="Adam learning rate")
     parser.add_argument("--test-fraction", type=float, default=0.1, help="held-out images")
     parser.add_argument("--eval-orders", type=int, default=4, help="orders per held-out image")
     parser.add_argument("--num-samples", type=int, default=36, help="draws per sampler")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of training and sampling")
     parser.add_argument("--out", default="figures", help="directory for the figure")
     parser.add_argument(
         "--no-progress-bar", dest="progress_bar", action="store_false", help="quiet run"

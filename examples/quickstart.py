@@ -39,6 +39,7 @@ from numpyro.infer import MCMC
 
 from numpyro_autospec import AnyOrderAR, AutospecKernel
 from numpyro_autospec.oracles import CurieWeissOracle
+from numpyro_autospec.script_help import script_parser
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
@@ -131,8 +132,13 @@ def main(args: argparse.Namespace) -> dict:
     print(f"\n{ups.size} exact draws in {elapsed:.1f} s (compilation included)")
     print(cost_table(costs, n))
     mean_exact = float(np.sum(law * (2 * np.arange(n + 1) - n) ** 2))
+    squares = (2 * ups - n) ** 2.0
+    # the draws are exact and independent: the standard error of their mean is std / sqrt(N)
+    error = float(np.std(squares, ddof=1) / np.sqrt(squares.size))
+    z = (float(np.mean(squares)) - mean_exact) / error
     print(
-        f"E[M^2]: sampled {np.mean((2 * ups - n) ** 2.0):.1f}, exact {mean_exact:.1f} "
+        f"E[M^2]: sampled {np.mean(squares):.1f} +- {error:.1f} (one standard error), "
+        f"exact {mean_exact:.1f}: {abs(z):.1f} standard errors apart "
         f"(E[M^2]/n^1.5 = {mean_exact / n**1.5:.3f})"
     )
 
@@ -144,12 +150,14 @@ def main(args: argparse.Namespace) -> dict:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--num-positions", type=int, default=256, help="n (default 256)")
+    parser = script_parser(__doc__)
+    parser.add_argument("--num-positions", type=int, default=256, help="n")
     parser.add_argument("--beta", type=float, default=1.0, help="inverse temperature (1: critical)")
     parser.add_argument("--num-samples", type=int, default=60, help="draws per chain")
-    parser.add_argument("--num-chains", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--num-chains", type=int, default=2, help="chains (vectorized: one shared pool)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
     parser.add_argument("--out", default="figures", help="directory for the figure")
     parser.add_argument("--skip-sequential", action="store_true", help="no sequential run")
     parser.add_argument(
