@@ -83,12 +83,19 @@ def test_python_blocks_run(page):
     assert completed.returncode == 0, f"docs/{page} failed:\n{completed.stderr[-3000:]}"
 
 
-def test_griffe_extension_renders_rest_as_markdown():
+@pytest.fixture(scope="module")
+def griffe_rest():
+    """The docs' Griffe extension, loaded from its file (it is not part of the package)."""
     pytest.importorskip("griffe")  # the docs extra
-    path = os.path.join(DOCS, "griffe_rest.py")
-    spec = importlib.util.spec_from_file_location("griffe_rest", path)
+    spec = importlib.util.spec_from_file_location(
+        "griffe_rest", os.path.join(DOCS, "griffe_rest.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_griffe_extension_renders_rest_as_markdown(griffe_rest):
     text = "\n".join(
         [
             "Uses :class:`~a.b.Thing` and :func:`f` with :math:`x_i^2`.",
@@ -99,7 +106,7 @@ def test_griffe_extension_renders_rest_as_markdown():
             "2",
         ]
     )
-    assert module.rest_to_markdown(text).splitlines() == [
+    assert griffe_rest.rest_to_markdown(text).splitlines() == [
         "Uses `Thing` and `f` with \\(x_i^2\\).",
         "",
         "\\[",
@@ -113,14 +120,9 @@ def test_griffe_extension_renders_rest_as_markdown():
     ]
 
 
-def test_griffe_extension_moves_an_example_after_fields_before_them():
+def test_griffe_extension_moves_an_example_after_fields_before_them(griffe_rest):
     """In reST a paragraph at the margin ends a field list; Griffe's sphinx parser would read
     it as part of the last field, so the extension moves it before the first field."""
-    pytest.importorskip("griffe")  # the docs extra
-    path = os.path.join(DOCS, "griffe_rest.py")
-    spec = importlib.util.spec_from_file_location("griffe_rest", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     text = "\n".join(
         [
             "Twice ``x``.",
@@ -133,7 +135,7 @@ def test_griffe_extension_moves_an_example_after_fields_before_them():
             "4",
         ]
     )
-    assert module.rest_to_markdown(text).splitlines() == [
+    assert griffe_rest.rest_to_markdown(text).splitlines() == [
         "Twice ``x``.",
         "",
         "```pycon",
@@ -146,7 +148,7 @@ def test_griffe_extension_moves_an_example_after_fields_before_them():
         ":raises ValueError: never.",
     ]
     unchanged = "Twice ``x``.\n\n:param x: a number.\n:math:`x` is not a field."
-    assert module.rest_to_markdown(unchanged).splitlines()[2:] == [
+    assert griffe_rest.rest_to_markdown(unchanged).splitlines()[2:] == [
         ":param x: a number.",
         "\\(x\\) is not a field.",
     ]
