@@ -13,7 +13,10 @@ Cases (each in its own subprocess, so that nothing is compiled before it):
 MCMC runs use NumPyro's defaults (``progress_bar=True``, its output discarded); the restart
 is ``mcmc.post_warmup_state = mcmc.last_state; mcmc.run(mcmc.post_warmup_state.rng_key)``,
 timed with the bar (NumPyro reuses its compiled loop) and without it (NumPyro re-jits its loop
-when ``progress_bar=False``).  ``--split-batch-bytes -1`` splits every query batch down to the
+when ``progress_bar=False``).  The two ``cache`` columns repeat a one-draw run without the
+bar, and its restart, in a fresh process whose JAX persistent compilation cache
+(``jax_compilation_cache_dir``) an identical earlier process filled: the kernel's program has
+no host callback, so JAX keeps it.  ``--split-batch-bytes -1`` splits every query batch down to the
 smallest bucket size (the plan before ``SPLIT_BATCH_BYTES``), for comparison.
 
     .venv/bin/python benchmarks/compile_time.py                       # table, CSV and plot
@@ -32,6 +35,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 from numpyro_autospec.script_help import script_parser
@@ -45,6 +49,8 @@ COLUMNS = (
     "restart s",
     "restart, no bar s",
     "new MCMC s",
+    "new process, cache s",
+    "restart, no bar, cache s",
     "buckets",
 )
 
@@ -149,6 +155,29 @@ def measure_mcmc(case: str) -> dict:
     }
 
 
+def measure_cached(case: str, cache_dir: str) -> dict:
+    """A one-draw ``MCMC`` without progress bar, then a restart, in a process whose JAX
+    persistent compilation cache is ``cache_dir`` (run twice: the second run finds the
+    programs the first one wrote)."""
+    import jax
+    from numpyro.infer import MCMC
+
+    from numpyro_autospec import AutospecKernel
+
+    jax.config.update("jax_compilation_cache_dir", cache_dir)
+    model, _ = make_model(case)
+    start = time.perf_counter()
+    mcmc = MCMC(AutospecKernel(model), num_warmup=0, num_samples=1, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(0))
+    jax.block_until_ready(mcmc.get_samples())
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    mcmc.post_warmup_state = mcmc.last_state
+    mcmc.run(mcmc.post_warmup_state.rng_key)
+    jax.block_until_ready(mcmc.get_samples())
+    return {"new process, cache s": first, "restart, no bar, cache s": time.perf_counter() - start}
+
+
 def measure_engine(case: str) -> dict:
     import jax
 
@@ -175,6 +204,8 @@ def measure_engine(case: str) -> dict:
         "restart s": float("nan"),
         "restart, no bar s": float("nan"),
         "new MCMC s": float("nan"),
+        "new process, cache s": float("nan"),
+        "restart, no bar, cache s": float("nan"),
         "buckets": bucket_summary(process, 100),
     }
 
@@ -217,7 +248,16 @@ def plot(rows: list[dict], path: str) -> None:
     figure.savefig(path, dpi=120)
 
 
+def last_json_line(command: list[str]) -> dict:
+    """Run ``command`` and parse the last line it prints."""
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def main(args: argparse.Namespace) -> None:
+    if args.measure_cached:
+        print(json.dumps(measure_cached(args.measure_cached, args.cache_dir)))
+        return
     if args.measure:
         print(json.dumps(measure(args.measure, args.split_batch_bytes)))
         return
@@ -226,8 +266,13 @@ def main(args: argparse.Namespace) -> None:
         command = [sys.executable, os.path.abspath(__file__), "--measure", case]
         if args.split_batch_bytes is not None:
             command += ["--split-batch-bytes", str(args.split_batch_bytes)]
-        result = subprocess.run(command, capture_output=True, text=True, check=True)
-        rows.append(json.loads(result.stdout.strip().splitlines()[-1]))
+        rows.append(last_json_line(command))
+        if not case.startswith("engine"):
+            with tempfile.TemporaryDirectory() as cache_dir:
+                cached = [sys.executable, os.path.abspath(__file__), "--measure-cached", case]
+                cached += ["--cache-dir", cache_dir]
+                last_json_line(cached)  # fills the cache
+                rows[-1].update(last_json_line(cached))
         print(table(rows[-1:]).splitlines()[-1], flush=True)
     print()
     print(table(rows))
@@ -259,4 +304,6 @@ if __name__ == "__main__":
         help="directory of the table, CSV and plot",
     )
     parser.add_argument("--measure", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--measure-cached", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--cache-dir", default=None, help=argparse.SUPPRESS)
     main(parser.parse_args())

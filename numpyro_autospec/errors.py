@@ -1,27 +1,28 @@
 r"""Errors found inside a compiled program reach the caller as the project's own exceptions.
 
-The engine validates every oracle answer inside the compiled program and turns the first
-defect into an :class:`~numpyro_autospec.defects.OracleError` (a
-:class:`~numpyro_autospec.denoisers.DenoiserError` for a denoiser) on the host, in a callback.
-An exception raised in a callback aborts the program, and JAX hands the caller a
-:class:`jax.errors.JaxRuntimeError` whose *last* line is the real error: ``except
-OracleError`` cannot catch it.  This module carries the real exception past the compiled
-program, the approach of Equinox's ``filter_jit`` with ``error_if`` (the host callback leaves
-the exception in module state, a wrapper outside the program raises it again):
+The engine validates every oracle answer inside the compiled program and records the first
+defect as data: ``(code, row, step, draw)``.  Turning that record into an
+:class:`~numpyro_autospec.defects.OracleError` (a
+:class:`~numpyro_autospec.denoisers.DenoiserError` for a denoiser) happens on the host, in
+one of two ways:
 
-* **Deposits.**  The host callback stores the exception under an integer *ticket*
-  (:func:`deposit`); the ticket is all the program needs to carry.
 * **Carried failures** (how :class:`~numpyro_autospec.numpyro.AutospecKernel` reports through
   NumPyro's ``MCMC``, which jits its own loop).  While the kernel's step is traced inside
-  :func:`collecting`, the engine does not abort: its callback deposits the exception and
-  returns the ticket, and the step stores the tickets in the state as a :class:`Failure`.  A
-  :class:`Failure` is a pytree node whose unflattening on the host, with a concrete non-zero
-  ticket, raises the deposited exception: the first point outside the compiled program where
-  the state is rebuilt (the end of ``MCMC.run``'s loop, or of each iteration with the
-  progress bar) raises the project's exception.
-* **Aborting programs** (``engine.run`` under the user's own ``jax.jit``).  The program still
-  aborts, and the :class:`jax.errors.JaxRuntimeError` carries the message; :func:`project_error`
-  finds the deposited exception behind it, and :func:`project_errors` (a context manager)
+  :func:`collecting`, an engine run does not abort: it hands its defect record over as data
+  (:func:`collect`), and the step stores the first failure in the state as a
+  :class:`Failure`.  A :class:`Failure` is a pytree node whose static half
+  (:class:`FailureReports`) knows how each engine run of the step names its site and the
+  user's function; unflattening it on the host with a concrete failed record raises the
+  exception: the first point outside the compiled program where the state is rebuilt (the end
+  of ``MCMC.run``'s loop, or of each iteration with the progress bar) raises the project's
+  exception.  The program has no host callback, so JAX's persistent compilation cache can
+  keep it (a new ``MCMC`` of the same model loads it instead of compiling).
+* **Aborting programs** (``engine.run`` under the user's own ``jax.jit``).  A host callback
+  raises the exception, which aborts the program: JAX hands the caller a
+  :class:`jax.errors.JaxRuntimeError` whose *last* line is the real error, so ``except
+  OracleError`` cannot catch it.  The callback first stores the exception (:func:`deposit`,
+  the approach of Equinox's ``filter_jit`` with ``error_if``); :func:`project_error` finds the
+  deposited exception behind the runtime error, and :func:`project_errors` (a context manager)
   re-raises it, ``from`` the runtime error::
 
       with project_errors():
@@ -57,9 +58,9 @@ _tickets = itertools.count(1)
 _trace_time = threading.local()  # per thread: the stack of open collecting() blocks
 
 
-def _collectors() -> list[tuple[object, list[Array]]]:
+def _collectors() -> list[tuple[object, list]]:
     """The open :func:`collecting` blocks of this thread: (the trace each was opened in, its
-    tickets), the innermost last."""
+    collected failures), the innermost last."""
     if not hasattr(_trace_time, "collectors"):
         _trace_time.collectors = []
     return _trace_time.collectors
@@ -81,37 +82,56 @@ def deposited(ticket: int) -> BaseException | None:
         return _deposits.get(int(ticket))
 
 
-def raise_carried(tickets) -> None:
-    """Host side: raise the exception of the first non-zero ticket of ``tickets`` (an int, a
-    NumPy or a concrete JAX array of any shape); nothing when all are 0.
-
-    :raises RuntimeError: when a ticket's exception has been forgotten (more than
-        :data:`MAX_DEPOSITS` failures since).
-    """
-    flat = np.asarray(tickets).reshape(-1)
-    failed = flat[flat != 0]
-    if failed.size == 0:
-        return
-    error = deposited(int(failed[0]))
-    if error is None:
-        raise RuntimeError(
-            f"a compiled program failed (ticket {int(failed[0])}) but its error was forgotten "
-            f"after {MAX_DEPOSITS} later failures"
-        )
-    raise error.with_traceback(None)
-
-
 # -- carried failures (the kernel's path) -------------------------------------------------
+#: the layout of a carried failure record: which engine run of the step failed (1-based, 0: no
+#: failure), its defect (code, row, step, draw) and whether it stopped incomplete
+RECORD_SIZE = 6
+
+
+class FailureReports:
+    """Host side: how the engine runs traced in one kernel's step describe their failures.
+
+    The static half of a :class:`Failure` (its pytree auxiliary data, compared by identity, so
+    the initial state and every step's state have the same structure).  Tracing the step
+    records one *reporter* per engine run, ``(defect, incomplete) -> exception or None``; a
+    carried record names its run by position.
+    """
+
+    __slots__ = ("reporters",)
+
+    def __init__(self):
+        self.reporters: tuple[Callable, ...] = ()
+
+    def error(self, records) -> BaseException | None:
+        """The exception of the first failed record of ``records`` (``int32[..., 6]``)."""
+        flat = np.asarray(records).reshape(-1, RECORD_SIZE)
+        failed = flat[flat[:, 0] != 0]
+        if failed.size == 0:
+            return None
+        run, *defect, incomplete = (int(value) for value in failed[0])
+        if run > len(self.reporters):
+            return RuntimeError(f"a failure of engine run {run} of a step that traced fewer runs")
+        return self.reporters[run - 1](np.asarray(defect, np.int32), bool(incomplete))
+
+    def __repr__(self) -> str:
+        return f"FailureReports({len(self.reporters)} engine runs)"
+
+    def __reduce__(self):
+        # pickled (a pickled MCMC or state) without the reporters, which hold the traced
+        # processes; a failure is raised before its state can be pickled
+        return (FailureReports, ())
+
+
 @contextlib.contextmanager
-def collecting() -> Iterator[list[Array]]:
-    """Trace time: engine runs traced inside this block deposit their failure and return its
-    ticket instead of aborting the program; the yielded list receives the tickets (int32
-    arrays, 0: no failure).  The caller must put them into its output (:func:`combine`,
-    :class:`Failure`): a failure that is collected and dropped is silent."""
-    tickets: list[Array] = []
-    _collectors().append((get_opaque_trace_state(), tickets))
+def collecting() -> Iterator[list[tuple[Array, Array, Callable]]]:
+    """Trace time: engine runs traced inside this block hand their failure over as data
+    instead of aborting the program; the yielded list receives ``(defect, incomplete,
+    reporter)`` per run (:func:`collect`).  The caller must put them into its output
+    (:func:`carrying_failures`): a failure that is collected and dropped is silent."""
+    collected: list[tuple[Array, Array, Callable]] = []
+    _collectors().append((get_opaque_trace_state(), collected))
     try:
-        yield tickets
+        yield collected
     finally:
         _collectors().pop()
 
@@ -124,82 +144,119 @@ def is_collecting() -> bool:
     return bool(collectors) and collectors[-1][0] == get_opaque_trace_state()
 
 
-def collect(ticket: Array) -> None:
-    """Trace time: hand ``ticket`` to the innermost :func:`collecting` block."""
+def collect(defect: Array, incomplete: Array, reporter: Callable) -> None:
+    """Trace time: hand an engine run's failure to the innermost :func:`collecting` block.
+
+    :param defect: ``int32[4]``, (code, row, step, draw) of the first defective answer (code 0:
+        none).
+    :param incomplete: bool, whether the run stopped before every draw was complete.
+    :param reporter: host side, ``(defect, incomplete) -> exception or None``.
+    """
     if not is_collecting():
         raise RuntimeError("collect() outside a collecting() block of the current trace")
-    _collectors()[-1][1].append(ticket)
+    _collectors()[-1][1].append((defect, incomplete, reporter))
 
 
-def combine(tickets: list[Array], shape: tuple[int, ...] = ()) -> Array:
-    """The first non-zero ticket, entry by entry, of ``tickets`` (int32 arrays of ``shape``,
-    or scalars: one ticket for the whole batch); 0 where none."""
-    combined = jnp.zeros(shape, jnp.int32)
-    for ticket in tickets:
-        ticket = jnp.broadcast_to(jnp.asarray(ticket, jnp.int32), shape)
-        combined = jnp.where(combined == 0, ticket, combined)
-    return combined
+def first_failure(collected: list[tuple[Array, Array, Callable]], shape=()) -> Array:
+    """The record (``int32[*shape, 6]``) of the first failed run of ``collected``."""
+    record = jnp.zeros((*shape, RECORD_SIZE), jnp.int32)
+    for run, (defect, incomplete, _) in enumerate(collected, start=1):
+        defect = jnp.broadcast_to(jnp.asarray(defect, jnp.int32), (*shape, 4))
+        incomplete = jnp.broadcast_to(jnp.asarray(incomplete), shape)
+        failed = (defect[..., 0] != 0) | incomplete
+        row = jnp.concatenate(
+            [
+                jnp.full((*shape, 1), run, jnp.int32),
+                defect,
+                incomplete[..., None].astype(jnp.int32),
+            ],
+            axis=-1,
+        )
+        take = (record[..., 0] == 0) & failed
+        record = jnp.where(take[..., None], row, record)
+    return record
 
 
 @jax.tree_util.register_pytree_node_class
 class Failure:
-    """A pytree node holding the ticket(s) of a failed step (``int32``, 0: no failure).
+    """A pytree node carrying the first failure of a kernel's engine runs as data.
 
-    Rebuilding it on the host from a concrete non-zero ticket (which JAX does with the outputs
-    of every compiled program) raises the deposited exception (:func:`raise_carried`).  Under
-    a transformation (tracers, shape placeholders) it is an ordinary container.
+    ``record`` is ``int32[..., 6]`` (:data:`RECORD_SIZE`): the failed run (1-based, 0: no
+    failure), its defect code, row, step and draw, and whether it stopped incomplete;
+    ``reports`` (:class:`FailureReports`, the static half) turns a record into the project's
+    exception.  Rebuilding a :class:`Failure` on the host from a concrete failed record (which
+    JAX does with the outputs of every compiled program) raises that exception; under a
+    transformation (tracers, shape placeholders) it is an ordinary container.  No host
+    callback is involved, so the compiled program can be kept by JAX's persistent compilation
+    cache.
 
     Example
     -------
-    >>> import jax, jax.numpy as jnp
+    >>> import jax, numpy as np
     >>> from numpyro_autospec.oracles import OracleError
-    >>> jax.jit(lambda failure: failure)(Failure(jnp.int32(0)))  # no failure: a plain value
-    Failure(Array(0, dtype=int32))
-    >>> ticket = deposit(OracleError("site 'x': row 3 is NaN"))
+    >>> reports = FailureReports()
+    >>> reports.reporters = (lambda defect, incomplete: OracleError(f"site 'x': row {defect[1]}"),)
+    >>> jax.jit(lambda failure: failure)(Failure.none(reports))  # no failure: a plain value
+    Failure(Array([0, 0, 0, 0, 0, 0], dtype=int32))
+    >>> record = np.array([1, 1, 3, 0, 0, 0], np.int32)  # run 1: NaN (code 1) in row 3
     >>> try:
-    ...     jax.jit(lambda failure: failure)(Failure(jnp.int32(ticket)))
+    ...     jax.jit(lambda failure: failure)(Failure(record, reports))
     ... except OracleError as error:  # raised when the output is rebuilt on the host
     ...     print(error)
-    site 'x': row 3 is NaN
+    site 'x': row 3
     """
 
-    __slots__ = ("ticket",)
+    __slots__ = ("record", "reports")
 
-    def __init__(self, ticket):
-        self.ticket = ticket
-
-    def tree_flatten(self):
-        return (self.ticket,), None
+    def __init__(self, record, reports: FailureReports):
+        self.record = record
+        self.reports = reports
 
     @classmethod
-    def tree_unflatten(cls, aux_data, children):
-        (ticket,) = children
-        if _is_concrete(ticket):
-            raise_carried(ticket)
-        return cls(ticket)
+    def none(cls, reports: FailureReports, shape: tuple[int, ...] = ()) -> Failure:
+        """No failure (``int32`` zeros of shape ``(*shape, 6)``)."""
+        return cls(jnp.zeros((*shape, RECORD_SIZE), jnp.int32), reports)
+
+    @property
+    def failed(self) -> Array:
+        """Per batch entry: whether a failure is carried."""
+        return self.record[..., 0] != 0
+
+    def tree_flatten(self):
+        return (self.record,), self.reports
+
+    @classmethod
+    def tree_unflatten(cls, reports, children):
+        (record,) = children
+        if _is_concrete(record):
+            error = reports.error(record)
+            if error is not None:
+                raise error.with_traceback(None)
+        return cls(record, reports)
 
     def __repr__(self) -> str:
-        return f"Failure({self.ticket!r})"
+        return f"Failure({self.record!r})"
 
 
 def carrying_failures(step: Callable) -> Callable:
     """``step`` with the failures of the engine runs it traces carried in its output.
 
     :param step: ``(state, *args) -> state`` on a ``NamedTuple`` state with fields ``rounds``
-        (its shape is the batch shape of the state) and ``failure``.
+        (its shape is the batch shape of the state) and ``failure`` (a :class:`Failure`).
     :returns: the same step, traced inside :func:`collecting`, whose output's ``failure`` is
-        the :class:`Failure` of the input's ticket and the collected ones (:func:`combine`):
-        a failure sticks, so that the state after a loop of steps (NumPyro's ``fori_collect``
-        without progress bar) still carries the first one.
+        the input's failure if it carries one, else the first failure of the collected runs
+        (:func:`first_failure`): a failure sticks, so that the state after a loop of steps
+        (NumPyro's ``fori_collect`` without progress bar) still carries the first one.
     """
 
     def step_carrying_failures(state, *args):
-        with collecting() as tickets:
+        with collecting() as collected:
             new_state = step(state, *args)
-        shape = jnp.shape(new_state.rounds)
-        if state.failure is not None:
-            tickets.insert(0, state.failure.ticket)
-        return new_state._replace(failure=Failure(combine(tickets, shape)))
+        reports = state.failure.reports
+        reports.reporters = tuple(reporter for _, _, reporter in collected)
+        record = first_failure(collected, jnp.shape(new_state.rounds))
+        record = jnp.where(state.failure.failed[..., None], state.failure.record, record)
+        return new_state._replace(failure=Failure(record, reports))
 
     return step_carrying_failures
 

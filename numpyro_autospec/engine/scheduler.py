@@ -29,7 +29,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import Array
-from jax.experimental import io_callback
 
 from numpyro_autospec import errors
 from numpyro_autospec.config import SamplerConfig
@@ -155,27 +154,16 @@ def report_failure(process, defect: Array, incomplete: Array) -> None:
     """Trace time: hand a failed run's exception (:func:`failure_error`) to the host.
 
     Inside an :func:`numpyro_autospec.errors.collecting` block (the NumPyro kernel's step) the
-    program goes on: the exception is deposited and its ticket collected, to be raised where
-    the state reaches the host.  Otherwise the program aborts; the exception is deposited too,
-    so that :func:`numpyro_autospec.errors.project_errors` can raise it again outside the
-    user's ``jit`` (called eagerly, the exception itself propagates).
+    program goes on: the defect record is collected as data, with the process's reporter, to
+    be raised where the state reaches the host (no host callback).  Otherwise the program
+    aborts in a callback; the exception is deposited first, so that
+    :func:`numpyro_autospec.errors.project_errors` can raise it again outside the user's
+    ``jit`` (called eagerly, the exception itself propagates).
     """
     if errors.is_collecting():
-        ticket = io_callback(
-            functools.partial(_deposit_failure, process),
-            jax.ShapeDtypeStruct((), jnp.int32),
-            defect,
-            incomplete,
-            ordered=False,
-        )
-        errors.collect(ticket)
+        errors.collect(defect, incomplete, functools.partial(failure_error, process))
     else:
         jax.debug.callback(functools.partial(raise_if_failed, process), defect, incomplete)
-
-
-def _deposit_failure(process, defect, incomplete) -> np.ndarray:
-    error = failure_error(process, defect, incomplete)
-    return np.int32(0 if error is None else errors.deposit(error))
 
 
 def raise_if_failed(process, defect, incomplete) -> None:

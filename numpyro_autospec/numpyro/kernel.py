@@ -49,7 +49,7 @@ from numpyro.util import identity, is_prng_key
 
 from numpyro_autospec.config import METHODS, SamplerConfig
 from numpyro_autospec.engine import Capacity
-from numpyro_autospec.errors import Failure, carrying_failures
+from numpyro_autospec.errors import Failure, FailureReports, carrying_failures
 from numpyro_autospec.numpyro.drawing import draw_model
 from numpyro_autospec.numpyro.inspection import (
     ModelInspection,
@@ -173,6 +173,9 @@ class AutospecKernel(MCMCKernel):
         self._inspection: tuple[Any, ModelInspection, tuple] | None = None
         self._sample_fn = None
         self._num_steps = 0
+        # the static half of the states' Failure: one object per kernel, so that every state
+        # (initial, after a step, after a restart) has the same pytree structure
+        self._failure_reports = FailureReports()
         #: the warmup's measurement (:class:`~.tuning.Tuning`), ``None`` when warmup did not
         #: tune (see :meth:`adapt`)
         self.tuning: Tuning | None = None
@@ -269,9 +272,12 @@ class AutospecKernel(MCMCKernel):
             )
         )
 
+        reports = self._failure_reports
+
         def init_one(key):
             zero = jnp.zeros((), jnp.int32)
-            return AutospecState(zero, dict(inspection.z_like), zero, zero, key, Failure(zero))
+            failure = Failure.none(reports)
+            return AutospecState(zero, dict(inspection.z_like), zero, zero, key, failure)
 
         if is_prng_key(rng_key):
             self._sample_fn = skip_warmup(sample_one, num_warmup)

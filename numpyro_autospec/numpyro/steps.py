@@ -39,10 +39,10 @@ class AutospecState(NamedTuple):
         scheduler's rounds).
     :ivar queries: int32, oracle evaluations of the current draw.
     :ivar rng_key: PRNG key of the next draw.
-    :ivar failure: :class:`~numpyro_autospec.errors.Failure`, the ticket of the error of the
-        current draw (0: none); rebuilding a failed state on the host raises the error
-        (:class:`AutospecKernel` collects it; ``None`` for the bare steps, which raise inside
-        the program).
+    :ivar failure: :class:`~numpyro_autospec.errors.Failure`, the first failure of the draws
+        so far, as data (:class:`AutospecKernel` collects it; ``None`` for the bare steps,
+        which raise inside the program); rebuilding a failed state on the host raises the
+        project's exception.
 
     Example
     -------

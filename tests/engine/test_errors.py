@@ -88,16 +88,21 @@ def test_diffusion_raises_denoiser_error_naming_the_denoiser(method):
 
 
 def test_a_failure_raises_where_it_is_rebuilt_on_the_host():
-    ticket = errors.deposit(OracleError("site 'x': deposited"))
-    failure = errors.Failure(jnp.array([0, ticket], jnp.int32))
-    leaves, treedef = jax.tree.flatten(failure)
-    with pytest.raises(OracleError, match="site 'x': deposited"):
+    reports = errors.FailureReports()
+    reports.reporters = (
+        lambda defect, incomplete: None,
+        lambda defect, incomplete: OracleError(f"site 'x': code {defect[0]} in row {defect[1]}"),
+    )
+    record = np.zeros((2, errors.RECORD_SIZE), np.int32)
+    record[1] = [2, 1, 3, 0, 0, 0]  # the second batch entry: run 2, NaN (code 1) in row 3
+    leaves, treedef = jax.tree.flatten(errors.Failure(jnp.asarray(record), reports))
+    with pytest.raises(OracleError, match="site 'x': code 1 in row 3"):
         jax.tree.unflatten(treedef, leaves)
-    # a failure without ticket, and any failure under a transformation, is a container
-    fine = jax.tree.map(lambda leaf: leaf, errors.Failure(jnp.zeros(2, jnp.int32)))
-    assert np.array_equal(fine.ticket, np.zeros(2))
-    traced = jax.jit(lambda failure: failure)(errors.Failure(jnp.zeros((), jnp.int32)))
-    assert int(traced.ticket) == 0
+    # a failure-free record, and any failure under a transformation, is a container
+    fine = jax.tree.map(lambda leaf: leaf, errors.Failure.none(reports, (2,)))
+    assert np.array_equal(fine.record, np.zeros((2, errors.RECORD_SIZE)))
+    traced = jax.jit(lambda failure: failure)(errors.Failure.none(reports))
+    assert not bool(traced.failed)
 
 
 def test_other_errors_pass_project_errors_unchanged():
