@@ -4,8 +4,8 @@ its one-call block form against the set form, and engine draws through it agains
 Exactness of the engine's draws through the block form: chi-square over the :math:`2^5 = 32`
 configurations with 30 000 draws (``tests/gof.py`` ``power_draws``: an absolute error of 0.012
 in a cell of probability 0.05 is caught with probability 0.99), fixed seeds, pass when
-p > 1e-4; the same test rejects the draws of a deliberately wrong block form (one that forgets
-the right-hand pinned neighbour).
+p > 1e-4; the same draws are rejected against the law that a deliberately wrong block form
+(one that forgets the right-hand pinned neighbour) would draw.
 """
 
 import jax
@@ -32,6 +32,7 @@ from tests.oracles.brute_force import (
     configurations,
     ising_chain_log_joint,
     logsumexp,
+    random_order_law,
     random_queries,
 )
 
@@ -254,11 +255,10 @@ class ForgetsRightNeighbour(IsingChainOracle):
 
 
 def test_consistency_check_accepts_the_block_form_and_catches_a_wrong_one():
-    for coupling, field in [(0.2, 0.0), (3.0, 0.1)]:
-        check_block_form(IsingChainOracle.uniform(64, coupling, field), atol=1e-5)
-    check_block_form(IsingChainOracle(*random_chain(np.random.default_rng(8), 33)), atol=1e-5)
+    chain = random_chain(np.random.default_rng(8), 33, scale=2.0)
+    check_block_form(IsingChainOracle(*chain), atol=1e-5)
     with pytest.raises(OracleError, match="log_conditionals disagrees with log_marginals"):
-        check_block_form(ForgetsRightNeighbour(*random_chain(np.random.default_rng(8), 33)))
+        check_block_form(ForgetsRightNeighbour(*chain))
 
 
 GOF_N, GOF_DRAWS = 5, 30_000
@@ -272,20 +272,24 @@ def engine_draws(oracle, seed):
 
 
 @pytest.fixture(scope="module")
-def gof_chain():
-    return IsingChainOracle(*random_chain(np.random.default_rng(9), GOF_N))
+def gof_draws():
+    chain = IsingChainOracle(*random_chain(np.random.default_rng(9), GOF_N))
+    return chain, engine_draws(chain, 10)
 
 
 @pytest.mark.slow
-def test_engine_draws_through_the_block_form_follow_the_joint(gof_chain):
-    assert gof_chain.scores_blocks
-    law = np.exp(ising_chain_log_joint(gof_chain.couplings, gof_chain.fields))
-    assert_gof(encode_configurations(engine_draws(gof_chain, 10), 2), law)
+def test_engine_draws_through_the_block_form_follow_the_joint(gof_draws):
+    chain, draws = gof_draws
+    assert chain.scores_blocks
+    law = np.exp(ising_chain_log_joint(chain.couplings, chain.fields))
+    assert_gof(encode_configurations(draws, 2), law)
 
 
 @pytest.mark.slow
-def test_engine_draws_through_a_wrong_block_form_are_rejected(gof_chain):
-    wrong = ForgetsRightNeighbour(gof_chain.couplings, gof_chain.fields)
-    law = np.exp(ising_chain_log_joint(gof_chain.couplings, gof_chain.fields))
-    result = chisquare_gof(encode_configurations(engine_draws(wrong, 10), 2), law)
-    assert result.p_value <= 1e-4
+def test_the_law_of_a_wrong_block_form_is_rejected(gof_draws):
+    """The same draws against the law a sampler with the wrong block form would draw
+    (sequential sampling along a uniformly random order with its rows, by enumeration)."""
+    chain, draws = gof_draws
+    wrong = ForgetsRightNeighbour(chain.couplings, chain.fields)
+    wrong_law = random_order_law(wrong.log_conditionals, GOF_N, 2)
+    assert chisquare_gof(encode_configurations(draws, 2), wrong_law).p_value <= 1e-4
