@@ -96,20 +96,3 @@ def assert_rows_close(actual: np.ndarray, expected: np.ndarray, mask: np.ndarray
     np.testing.assert_array_equal(np.isneginf(actual), np.isneginf(expected))
     finite = np.isfinite(expected)
     np.testing.assert_allclose(actual[finite], expected[finite], atol=atol, rtol=0)
-
-
-def random_order_law(log_conditionals, num_positions: int, num_categories: int) -> np.ndarray:
-    """Law of sequential sampling along a uniformly random order with the block form
-    ``log_conditionals(x, ranks, sites, prefix_lengths)``, by enumeration over the
-    :math:`n!` orders and :math:`q^n` values: flat over :func:`configurations`."""
-    configs = configurations(num_positions, num_categories).astype(np.int32)
-    conditionals = jax.jit(jax.vmap(log_conditionals, in_axes=(0, None, None, None)))
-    steps = np.arange(num_positions, dtype=np.int32)
-    orders = list(itertools.permutations(range(num_positions)))
-    total = np.zeros(len(configs))
-    for order in orders:
-        order = np.array(order, np.int32)
-        rows = np.asarray(conditionals(configs, np.argsort(order).astype(np.int32), order, steps))
-        picked = rows[np.arange(len(configs))[:, None], steps[None, :], configs[:, order]]
-        total += np.exp(picked.astype(np.float64).sum(axis=1)) / len(orders)
-    return total / total.sum()

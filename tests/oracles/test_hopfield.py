@@ -6,10 +6,9 @@ Exactness of the engine's draws through the block form: chi-square over the :mat
 configurations with 30 000 draws (``tests/gof.py`` ``power_draws``: an absolute error of 0.012
 in a cell of probability 0.05 is caught with probability 0.99), fixed seeds, pass when
 p > 1e-4; the same draws are rejected against the law that a deliberately wrong block form
-(one whose overlaps also count the site of rank ``prefix_length``) would draw.
+(one whose overlaps leave out the site pinned last) would draw.
 """
 
-import functools
 import math
 
 import jax
@@ -20,12 +19,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from numpyro_autospec.engine import run
+from numpyro_autospec.learned import random_order_law
 from numpyro_autospec.oracles import (
+    FunctionOracle,
     HopfieldOracle,
     OracleError,
     check_block_form,
     hopfield_log_marginals,
-    marginal_conditionals,
 )
 from numpyro_autospec.oracles.hopfield import hopfield_log_conditionals
 from numpyro_autospec.processes import AnyOrderProcess
@@ -34,7 +34,6 @@ from tests.oracles.brute_force import (
     batched_answers,
     configurations,
     logsumexp,
-    random_order_law,
     random_queries,
 )
 
@@ -181,20 +180,19 @@ def test_block_rows_equal_the_set_form(n, seed, beta, h):
         np.testing.assert_allclose(block, set_form[np.arange(rows), block_sites], atol=1e-6)
 
 
-class CountsTheNextSite(HopfieldOracle):
-    """A deliberately wrong block form: an inclusive cumulative sum, so row j's overlaps also
-    count the site of rank ``prefix_lengths[j]`` (in scoring, the row's own site)."""
+class MissesTheLastPinnedSite(HopfieldOracle):
+    """A deliberately wrong block form, off by one in the cumulative sum: row j's overlaps
+    leave out the site pinned last (rank ``prefix_lengths[j] - 1``)."""
 
     def log_conditionals(self, x, ranks, sites, prefix_lengths):
-        return hopfield_log_conditionals(
-            self.patterns, self.beta, self.h, x, ranks, sites, prefix_lengths + 1
-        )
+        shorter = jnp.maximum(prefix_lengths - 1, 0)
+        return hopfield_log_conditionals(self.patterns, self.beta, self.h, x, ranks, sites, shorter)
 
 
 def test_consistency_check_accepts_the_block_form_and_catches_a_wrong_one():
     oracle = HopfieldOracle.random(jax.random.PRNGKey(6), 64, 8, beta=2.0, h=0.1)
     check_block_form(oracle, atol=1e-6)
-    wrong = CountsTheNextSite(oracle.patterns, 2.0, 0.1)
+    wrong = MissesTheLastPinnedSite(oracle.patterns, 2.0, 0.1)
     with pytest.raises(OracleError, match="log_conditionals disagrees with log_marginals"):
         check_block_form(wrong)
 
@@ -212,9 +210,9 @@ def engine_draws(oracle, seed):
 @pytest.fixture(scope="module")
 def gof_oracle():
     oracle = HopfieldOracle.random(jax.random.PRNGKey(8), GOF_N, 3, beta=3.0, h=0.2)
-    set_form = functools.partial(marginal_conditionals, oracle.log_marginals)
+    set_form = FunctionOracle(oracle.log_marginals, GOF_N, 2)  # block form derived from it
     draws = engine_draws(oracle, 9)
-    return oracle, draws, random_order_law(set_form, GOF_N, 2)
+    return oracle, draws, random_order_law(set_form).ravel()
 
 
 @pytest.mark.slow
@@ -229,6 +227,6 @@ def test_engine_draws_through_the_block_form_follow_the_random_order_law(gof_ora
 def test_the_law_of_a_wrong_block_form_is_rejected(gof_oracle):
     """The same draws against the law a sampler with the wrong block form would draw."""
     oracle, draws, _ = gof_oracle
-    wrong = CountsTheNextSite(oracle.patterns, oracle.beta, oracle.h)
-    wrong_law = random_order_law(wrong.log_conditionals, GOF_N, 2)
+    wrong = MissesTheLastPinnedSite(oracle.patterns, oracle.beta, oracle.h)
+    wrong_law = random_order_law(wrong).ravel()
     assert chisquare_gof(encode_configurations(draws, 2), wrong_law).p_value <= 1e-4

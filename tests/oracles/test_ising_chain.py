@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from numpyro_autospec.engine import run
+from numpyro_autospec.learned import random_order_law
 from numpyro_autospec.oracles import (
     IsingChainOracle,
     OracleError,
@@ -32,7 +33,6 @@ from tests.oracles.brute_force import (
     configurations,
     ising_chain_log_joint,
     logsumexp,
-    random_order_law,
     random_queries,
 )
 
@@ -291,5 +291,5 @@ def test_the_law_of_a_wrong_block_form_is_rejected(gof_draws):
     (sequential sampling along a uniformly random order with its rows, by enumeration)."""
     chain, draws = gof_draws
     wrong = ForgetsRightNeighbour(chain.couplings, chain.fields)
-    wrong_law = random_order_law(wrong.log_conditionals, GOF_N, 2)
+    wrong_law = random_order_law(wrong).ravel()
     assert chisquare_gof(encode_configurations(draws, 2), wrong_law).p_value <= 1e-4
