@@ -47,7 +47,9 @@ def hopfield_log_conditionals(
     sites: Array,
     prefix_lengths: Array,
 ) -> Array:
-    r"""Block form of :func:`hopfield_log_marginals` in one pass: ``[L, 2]``.
+    r"""Block form of :func:`hopfield_log_marginals` in one pass: ``[L, 2]`` (the oracle
+    protocol's block form, docs/algorithm.md, section 2a; Anari et al., arXiv:2511.07869);
+    every argument may be traced.
 
     Row :math:`j` depends on its prefix only through the overlaps :math:`m_r` of the sites of
     rank below :math:`\ell_j`, read off a cumulative sum along the order:
@@ -98,7 +100,9 @@ class HopfieldOracle(AnyOrderOracle):
     .. math:: \log p(s_i = s \mid x_S) = \log \sigma\Big(2s\,\big(h + \beta \sum_{r=1}^{R}
         \xi_{ri}\, m_r\big)\Big), \qquad m_r = \frac1n \sum_{j \in S} \xi_{rj} s_j,
 
-    with :math:`\sigma` the logistic function; :math:`O(nR)` per query.  These conditionals
+    with :math:`\sigma` the logistic function; :math:`O(nR)` per query.  A block of ``L`` rows
+    is one :math:`O(nR + LR)` pass (:func:`hopfield_log_conditionals`, declared
+    ``scores_blocks``).  These conditionals
     come from no single joint, so the sampler's law is that of sequential any-order sampling
     with the same order (docs/algorithm.md, section 2a).  With many patterns, the field change that
     drafted sites cause at a later site has a random sign: site-by-site errors partly cancel

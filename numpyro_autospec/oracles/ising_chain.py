@@ -138,7 +138,9 @@ def ising_chain_log_conditionals(
     sites: Array,
     prefix_lengths: Array,
 ) -> Array:
-    r"""Block form of :func:`ising_chain_log_marginals`: ``[L, 2]`` conditionals in one call.
+    r"""Block form of :func:`ising_chain_log_marginals`: ``[L, 2]`` conditionals in one call
+    (the oracle protocol's block form, docs/algorithm.md, section 2a; Anari et al.,
+    arXiv:2511.07869); the couplings and fields may be traced.
 
     By the Markov property of the chain, row :math:`j` (site :math:`s = s_j`, pinned set
     :math:`S_j = \{i : \text{ranks}[i] < \ell_j\}`) depends only on the nearest pinned sites
@@ -148,14 +150,14 @@ def ising_chain_log_conditionals(
         G_{a,s} = T_a T_{a+1} \cdots T_{s-1},
 
     with :math:`T_t(u, v) = e^{J_t u v + h_{t+1} v}` the transfer matrices of the chain padded
-    by two always-pinned virtual sites with zero couplings (:func:`_transfer_table`).  The
-    neighbours :math:`a, b` are found by binary lifting on a sparse table of range minima of
-    the ranks, the products :math:`G` from the :math:`O(\log n)` power-of-two runs of transfer
-    matrices that tile :math:`[a, s)` and :math:`[s, b)`, in log space and renormalized after
-    every product.  A pinned site's row is the point mass on its value, as in
-    :func:`ising_chain_log_marginals`.  Time and memory :math:`O(n \log n + L \log n)`
-    (the transfer table depends on the parameters only, so under ``vmap`` it is built once),
-    against :math:`O(L n)` sequential steps for ``L`` forward-backward passes.
+    by two always-pinned virtual sites with zero couplings.  The neighbours :math:`a, b` are
+    found by binary lifting on a sparse table of range minima of the ranks, the products
+    :math:`G` from the :math:`O(\log n)` power-of-two runs of transfer matrices that tile
+    :math:`[a, s)` and :math:`[s, b)`, in log space and renormalized after every product.  A
+    pinned site's row is the point mass on its value, as in :func:`ising_chain_log_marginals`.
+    Time and memory :math:`O(n \log n + L \log n)` (the transfer table depends on the
+    parameters only, so under ``vmap`` over queries it is built once), against :math:`L`
+    forward-backward passes of :math:`n` sequential steps for the derived block form.
 
     >>> import numpy as np, jax.numpy as jnp
     >>> couplings, fields = jnp.array([0.5, -0.3]), jnp.array([0.1, 0.0, -0.2])
@@ -235,6 +237,10 @@ class IsingChainOracle(AnyOrderOracle):
 
     .. math:: \mu(s) \propto \exp\Big(\sum_{i=0}^{n-2} J_i s_i s_{i+1} + \sum_{i=0}^{n-1} h_i s_i
         \Big).
+
+    The block form (:meth:`log_conditionals`, declared ``scores_blocks``) answers a whole block
+    in one call from messages between each site's nearest pinned neighbours
+    (:func:`ising_chain_log_conditionals`).
 
     Conditionals given pinned sites :math:`S` come from forward-backward in log space
     (:func:`jax.lax.scan`) with the pinned sites clamped by the unary potential
