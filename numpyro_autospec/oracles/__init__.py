@@ -6,6 +6,14 @@ Exact (consistent) oracles: :class:`TableOracle` (explicit joint, small :math:`n
 sequential any-order sampling: :class:`PerturbedOracle` (exact sequential law available) and
 :class:`HopfieldOracle` (logistic, learned-like).
 
+Curie-Weiss, the Ising chain and Hopfield also **score blocks** (``scores_blocks``): their
+``log_conditionals`` answers all ``L`` rows of a block in one call -- Curie-Weiss from a
+cumulative spin sum along the order, the chain from transfer-matrix messages between each
+site's nearest pinned neighbours, Hopfield from cumulative pattern overlaps -- so a speculated
+block costs the engine two oracle evaluations whatever its length (docs/benchmarks.md,
+"Oracle evaluations with block forms").  :func:`check_block_form` checks such a block form
+against the set form.
+
 Each class is a thin shell over a pure function of its parameters and the query
 (``table_log_marginals``, ``curie_weiss_log_marginals``, ...): passing the parameters as
 arguments lets ``jit`` compile once per shape rather than once per instance.

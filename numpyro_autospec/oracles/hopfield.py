@@ -12,7 +12,7 @@ from numpyro_autospec.defects import OracleError
 from numpyro_autospec.oracles.base import AnyOrderOracle
 from numpyro_autospec.parameters import is_traced, real_parameter, register_parameters
 
-__all__ = ["HopfieldOracle", "hopfield_log_marginals"]
+__all__ = ["HopfieldOracle", "hopfield_log_conditionals", "hopfield_log_marginals"]
 
 
 def hopfield_log_marginals(
@@ -38,9 +38,56 @@ def hopfield_log_marginals(
     return jnp.stack([jax.nn.log_sigmoid(-2.0 * field), jax.nn.log_sigmoid(2.0 * field)], -1)
 
 
+def hopfield_log_conditionals(
+    patterns: Array,
+    beta: ArrayLike,
+    h: ArrayLike,
+    x: Array,
+    ranks: Array,
+    sites: Array,
+    prefix_lengths: Array,
+) -> Array:
+    r"""Block form of :func:`hopfield_log_marginals` in one pass: ``[L, 2]`` (the oracle
+    protocol's block form, docs/algorithm.md, section 2a; Anari et al., arXiv:2511.07869);
+    every argument may be traced.
+
+    Row :math:`j` depends on its prefix only through the overlaps :math:`m_r` of the sites of
+    rank below :math:`\ell_j`, read off a cumulative sum along the order:
+
+    .. math:: m_r(\ell) = \frac1n \sum_{t < \ell} \xi_{r\sigma(t)}\, s_{\sigma(t)}, \qquad
+        \log p(s_{s_j} = s \mid \cdot) = \log\sigma\Big(2s\,\big(h + \beta \sum_r
+        \xi_{r s_j}\, m_r(\ell_j)\big)\Big).
+
+    :math:`O(nR + LR)` time and memory for ``L`` rows, against :math:`O(LnR)` for ``L``
+    evaluations of the set form.  Rows of pinned sites follow the same formula, as in
+    :func:`hopfield_log_marginals`.
+
+    >>> import numpy as np, jax.numpy as jnp
+    >>> patterns = jnp.array([[1.0, -1.0, 1.0], [1.0, 1.0, -1.0]])
+    >>> x, ranks = jnp.array([1, 0, 1]), jnp.array([2, 0, 1])  # order: site 1, 2, 0
+    >>> rows = hopfield_log_conditionals(patterns, 1.5, 0.1, x, ranks,
+    ...     sites=jnp.array([0, 0]), prefix_lengths=jnp.array([0, 2]))
+    >>> expected = hopfield_log_marginals(patterns, 1.5, 0.1, x, jnp.array([False, True, True]))
+    >>> bool(np.allclose(rows[1], expected[0], atol=1e-6))
+    True
+    """
+    patterns = jnp.asarray(patterns, jnp.float32)
+    n = patterns.shape[1]
+    ranks = jnp.asarray(ranks, jnp.int32)
+    prefix_lengths = jnp.clip(jnp.asarray(prefix_lengths, jnp.int32), 0, n)
+    spins = 2.0 * jnp.asarray(x, jnp.float32) - 1.0
+    order = jnp.zeros(n, jnp.int32).at[ranks].set(jnp.arange(n, dtype=jnp.int32))
+    steps = (patterns * spins[None, :])[:, order].T  # [n, R], step t's term of every overlap
+    prefix_overlaps = jnp.concatenate([jnp.zeros((1, patterns.shape[0])), jnp.cumsum(steps, 0)])
+    overlaps = prefix_overlaps[prefix_lengths] / n  # [L, R]
+    field = h + beta * jnp.sum(overlaps * patterns[:, jnp.asarray(sites, jnp.int32)].T, axis=1)
+    return jnp.stack([jax.nn.log_sigmoid(-2.0 * field), jax.nn.log_sigmoid(2.0 * field)], -1)
+
+
 # Classes call the core through ``jit``: an eager call compiles once per shape instead of op by
 # op; inside an outer ``jit`` or ``vmap`` the inner ``jit`` is simply inlined.
 _jitted_log_marginals = jax.jit(hopfield_log_marginals)
+_jitted_log_conditionals = jax.jit(hopfield_log_conditionals)
 
 
 @register_parameters(("patterns", "beta", "h"), ("num_positions",))
@@ -53,7 +100,9 @@ class HopfieldOracle(AnyOrderOracle):
     .. math:: \log p(s_i = s \mid x_S) = \log \sigma\Big(2s\,\big(h + \beta \sum_{r=1}^{R}
         \xi_{ri}\, m_r\big)\Big), \qquad m_r = \frac1n \sum_{j \in S} \xi_{rj} s_j,
 
-    with :math:`\sigma` the logistic function; :math:`O(nR)` per query.  These conditionals
+    with :math:`\sigma` the logistic function; :math:`O(nR)` per query.  A block of ``L`` rows
+    is one :math:`O(nR + LR)` pass (:func:`hopfield_log_conditionals`, declared
+    ``scores_blocks``).  These conditionals
     come from no single joint, so the sampler's law is that of sequential any-order sampling
     with the same order (docs/algorithm.md, section 2a).  With many patterns, the field change that
     drafted sites cause at a later site has a random sign: site-by-site errors partly cancel
@@ -77,6 +126,8 @@ class HopfieldOracle(AnyOrderOracle):
     """
 
     num_categories: int = 2
+    #: one cumulative pass over the order scores a whole block (:func:`hopfield_log_conditionals`)
+    scores_blocks = True
 
     def __init__(self, patterns: ArrayLike, beta: ArrayLike, h: ArrayLike = 0.0) -> None:
         shape = np.shape(patterns)
@@ -117,3 +168,12 @@ class HopfieldOracle(AnyOrderOracle):
     def log_marginals(self, x: Array, mask: Array) -> Array:
         """Log conditionals ``[n, 2]``: column 0 is :math:`s_i = -1`, column 1 is :math:`+1`."""
         return _jitted_log_marginals(self.patterns, self.beta, self.h, x, mask)
+
+    def log_conditionals(
+        self, x: Array, ranks: Array, sites: Array, prefix_lengths: Array
+    ) -> Array:
+        """``[L, 2]`` conditionals of ``sites`` given the prefixes of the order, in one pass
+        (:func:`hopfield_log_conditionals`)."""
+        return _jitted_log_conditionals(
+            self.patterns, self.beta, self.h, x, ranks, sites, prefix_lengths
+        )

@@ -14,7 +14,7 @@ from numpyro_autospec.defects import OracleError
 from numpyro_autospec.oracles.base import AnyOrderOracle
 from numpyro_autospec.parameters import is_traced, real_parameter, register_parameters
 
-__all__ = ["IsingChainOracle", "ising_chain_log_marginals"]
+__all__ = ["IsingChainOracle", "ising_chain_log_conditionals", "ising_chain_log_marginals"]
 
 _SPINS = np.array([-1.0, 1.0], np.float32)
 _SPIN_PRODUCTS = np.outer(_SPINS, _SPINS)[None, :, :]  # [1, 2, 2], s * s'
@@ -80,9 +80,154 @@ def ising_chain_log_marginals(couplings: Array, fields: Array, x: Array, mask: A
     return marginals - jax.nn.logsumexp(marginals, axis=-1, keepdims=True)
 
 
+def _log_matmul(left: Array, right: Array) -> Array:
+    """Matrix product in the log semiring over the last two axes: ``logsumexp_u l[a, u] +
+    r[u, b]``."""
+    return jax.nn.logsumexp(left[..., :, :, None] + right[..., None, :, :], axis=-2)
+
+
+def _transfer_table(couplings: Array, fields: Array) -> Array:
+    r"""Log transfer matrices of every aligned power-of-two run of steps of the padded chain.
+
+    The chain is padded with two virtual sites, index 0 before site 0 and index :math:`n + 1`
+    after site :math:`n - 1`, joined by zero couplings; step :math:`t` goes from padded site
+    :math:`t` to :math:`t + 1`, with :math:`T_t(s, s') = J'_t s s' + h'_{t+1} s'` (the field of
+    the site it enters).  Level :math:`k` holds :math:`T_t \otimes \dots \otimes
+    T_{t + 2^k - 1}` for every start :math:`t` (log-semiring products, identity past the end),
+    each shifted by a constant (its maximum): ``[K, n + 1, 2, 2]``, :math:`K` the bit length of
+    :math:`n + 1`."""
+    zero = jnp.zeros(1, jnp.float32)
+    padded_couplings = jnp.concatenate([zero, jnp.asarray(couplings, jnp.float32), zero])
+    entered_fields = jnp.concatenate([jnp.asarray(fields, jnp.float32), zero])
+    level = (
+        padded_couplings[:, None, None] * _SPIN_PRODUCTS
+        + entered_fields[:, None, None] * _SPINS[None, None, :]
+    )
+    num_steps = level.shape[0]
+    identity = jnp.where(jnp.eye(2, dtype=bool), 0.0, -jnp.inf).astype(jnp.float32)
+    levels = [level]
+    for k in range(1, num_steps.bit_length()):
+        width = 1 << (k - 1)
+        following = jnp.concatenate(
+            [level[width:], jnp.broadcast_to(identity, (min(width, num_steps), 2, 2))]
+        )[:num_steps]
+        level = _log_matmul(level, following)
+        level = level - jnp.max(level, axis=(1, 2), keepdims=True)
+        levels.append(level)
+    return jnp.stack(levels)
+
+
+def _rank_minima(padded_ranks: Array) -> Array:
+    """Sparse table of range minima: level ``k``, entry ``i`` is the least rank among padded
+    sites ``i .. i + 2^k - 1`` (the int32 maximum past the end), ``[K, n + 2]``."""
+    size = padded_ranks.shape[0]
+    fill = jnp.iinfo(jnp.int32).max
+    level, levels = padded_ranks, [padded_ranks]
+    for k in range(1, size.bit_length()):
+        width = 1 << (k - 1)
+        level = jnp.minimum(level, jnp.concatenate([level[width:], jnp.full(width, fill)])[:size])
+        levels.append(level)
+    return jnp.stack(levels)
+
+
+def ising_chain_log_conditionals(
+    couplings: Array,
+    fields: Array,
+    x: Array,
+    ranks: Array,
+    sites: Array,
+    prefix_lengths: Array,
+) -> Array:
+    r"""Block form of :func:`ising_chain_log_marginals`: ``[L, 2]`` conditionals in one call
+    (the oracle protocol's block form, docs/algorithm.md, section 2a; Anari et al.,
+    arXiv:2511.07869); the couplings and fields may be traced.
+
+    By the Markov property of the chain, row :math:`j` (site :math:`s = s_j`, pinned set
+    :math:`S_j = \{i : \text{ranks}[i] < \ell_j\}`) depends only on the nearest pinned sites
+    :math:`a < s < b` (or the ends of the chain):
+
+    .. math:: \mu(s_s = v \mid x_{S_j}) \propto G_{a,s}(s_a, v)\, G_{s,b}(v, s_b), \qquad
+        G_{a,s} = T_a T_{a+1} \cdots T_{s-1},
+
+    with :math:`T_t(u, v) = e^{J_t u v + h_{t+1} v}` the transfer matrices of the chain padded
+    by two always-pinned virtual sites with zero couplings.  The neighbours :math:`a, b` are
+    found by binary lifting on a sparse table of range minima of the ranks, the products
+    :math:`G` from the :math:`O(\log n)` power-of-two runs of transfer matrices that tile
+    :math:`[a, s)` and :math:`[s, b)`, in log space and renormalized after every product.  A
+    pinned site's row is the point mass on its value, as in :func:`ising_chain_log_marginals`.
+    Time and memory :math:`O(n \log n + L \log n)` (the transfer table depends on the
+    parameters only, so under ``vmap`` over queries it is built once), against :math:`L`
+    forward-backward passes of :math:`n` sequential steps for the derived block form.
+
+    >>> import numpy as np, jax.numpy as jnp
+    >>> couplings, fields = jnp.array([0.5, -0.3]), jnp.array([0.1, 0.0, -0.2])
+    >>> x, ranks = jnp.array([1, 0, 0]), jnp.array([0, 2, 1])  # order: site 0, 2, 1
+    >>> rows = ising_chain_log_conditionals(couplings, fields, x, ranks,
+    ...     sites=jnp.array([1, 1]), prefix_lengths=jnp.array([1, 2]))
+    >>> expected = ising_chain_log_marginals(couplings, fields, x, jnp.array([True, False, True]))
+    >>> bool(np.allclose(rows[1], expected[1], atol=1e-6))
+    True
+    """
+    x = jnp.asarray(x, jnp.int32)
+    n = x.shape[0]
+    ranks = jnp.asarray(ranks, jnp.int32)
+    prefix_lengths = jnp.clip(jnp.asarray(prefix_lengths, jnp.int32), 0, n)
+    sites = jnp.clip(jnp.asarray(sites, jnp.int32), 0, n - 1)
+    table = _transfer_table(couplings, fields)  # [K, n + 1, 2, 2]
+    virtual = jnp.full(1, -1, jnp.int32)
+    padded_ranks = jnp.concatenate([virtual, ranks, virtual])  # virtual sites always pinned
+    padded_values = jnp.concatenate([jnp.zeros(1, jnp.int32), x, jnp.zeros(1, jnp.int32)])
+    minima = _rank_minima(padded_ranks)  # [K', n + 2]
+    size = n + 2
+    here = sites + 1  # padded index of each row's site
+
+    # nearest pinned site left of ``here``: move ``start`` left over runs of unpinned sites
+    start = here
+    for k in reversed(range(minima.shape[0])):
+        candidate = start - (1 << k)
+        unpinned = minima[k, jnp.maximum(candidate, 0)] >= prefix_lengths
+        start = jnp.where((candidate >= 0) & unpinned, candidate, start)
+    left = start - 1
+    # nearest pinned site right of ``here``
+    stop = here + 1
+    for k in reversed(range(minima.shape[0])):
+        unpinned = minima[k, jnp.minimum(stop, size - 1)] >= prefix_lengths
+        stop = jnp.where((stop + (1 << k) <= size) & unpinned, stop + (1 << k), stop)
+    right = stop
+
+    def point_mass(values: Array) -> Array:
+        return jnp.where(jnp.arange(2)[None, :] == values[:, None], 0.0, -jnp.inf)
+
+    def normalized(messages: Array) -> Array:
+        return messages - jnp.max(messages, axis=-1, keepdims=True)
+
+    # forward message from the left neighbour to the site: runs tiling [left, here)
+    forward, position = point_mass(padded_values[left]), left
+    for k in reversed(range(table.shape[0])):
+        take = ((here - left) >> k) & 1 == 1
+        block = table[k, jnp.minimum(position, n)]  # [L, 2, 2]
+        stepped = normalized(jax.nn.logsumexp(forward[:, :, None] + block, axis=1))
+        forward = jnp.where(take[:, None], stepped, forward)
+        position = jnp.where(take, position + (1 << k), position)
+    # backward message from the right neighbour to the site: runs tiling [here, right)
+    backward, position = point_mass(padded_values[right]), right
+    for k in reversed(range(table.shape[0])):
+        take = ((right - here) >> k) & 1 == 1
+        block = table[k, jnp.clip(position - (1 << k), 0, n)]
+        stepped = normalized(jax.nn.logsumexp(block + backward[:, None, :], axis=2))
+        backward = jnp.where(take[:, None], stepped, backward)
+        position = jnp.where(take, position - (1 << k), position)
+
+    rows = forward + backward
+    rows = rows - jax.nn.logsumexp(rows, axis=1, keepdims=True)
+    pinned = ranks[sites] < prefix_lengths
+    return jnp.where(pinned[:, None], point_mass(x[sites]), rows)
+
+
 # Classes call the core through ``jit``: an eager call compiles once per shape instead of op by
 # op; inside an outer ``jit`` or ``vmap`` the inner ``jit`` is simply inlined.
 _jitted_log_marginals = jax.jit(ising_chain_log_marginals)
+_jitted_log_conditionals = jax.jit(ising_chain_log_conditionals)
 _jitted_messages = jax.jit(_messages)
 
 
@@ -92,6 +237,10 @@ class IsingChainOracle(AnyOrderOracle):
 
     .. math:: \mu(s) \propto \exp\Big(\sum_{i=0}^{n-2} J_i s_i s_{i+1} + \sum_{i=0}^{n-1} h_i s_i
         \Big).
+
+    The block form (:meth:`log_conditionals`, declared ``scores_blocks``) answers a whole block
+    in one call from messages between each site's nearest pinned neighbours
+    (:func:`ising_chain_log_conditionals`).
 
     Conditionals given pinned sites :math:`S` come from forward-backward in log space
     (:func:`jax.lax.scan`) with the pinned sites clamped by the unary potential
@@ -123,6 +272,8 @@ class IsingChainOracle(AnyOrderOracle):
     """
 
     num_categories: int = 2
+    #: one call scores a whole block (:func:`ising_chain_log_conditionals`)
+    scores_blocks = True
 
     def __init__(self, couplings: ArrayLike, fields: ArrayLike) -> None:
         num_positions = int(np.shape(fields)[0]) if np.ndim(fields) == 1 else 0
@@ -158,6 +309,16 @@ class IsingChainOracle(AnyOrderOracle):
     def log_marginals(self, x: Array, mask: Array) -> Array:
         """Log conditional marginals ``[n, 2]`` given ``x`` on ``mask`` (``x`` in ``{0, 1}``)."""
         return _jitted_log_marginals(self.couplings, self.fields, x, mask)
+
+    def log_conditionals(
+        self, x: Array, ranks: Array, sites: Array, prefix_lengths: Array
+    ) -> Array:
+        """``[L, 2]`` conditionals of ``sites`` given the prefixes of the order, in one call:
+        messages between each site's nearest pinned neighbours
+        (:func:`ising_chain_log_conditionals`)."""
+        return _jitted_log_conditionals(
+            self.couplings, self.fields, x, ranks, sites, prefix_lengths
+        )
 
     def _unclamped(self) -> _Messages:
         clamp = jnp.zeros((self.num_positions, 2), jnp.float32)

@@ -1,4 +1,12 @@
-"""IsingChainOracle: exact conditionals, joint, site and bond statistics by enumeration; large n."""
+"""IsingChainOracle: exact conditionals, joint, site and bond statistics by enumeration; large n;
+its one-call block form against the set form, and engine draws through it against the joint.
+
+Exactness of the engine's draws through the block form: chi-square over the :math:`2^5 = 32`
+configurations with 30 000 draws (``tests/gof.py`` ``power_draws``: an absolute error of 0.012
+in a cell of probability 0.05 is caught with probability 0.99), fixed seeds, pass when
+p > 1e-4; the same draws are rejected against the law that a deliberately wrong block form
+(one that forgets the right-hand pinned neighbour) would draw.
+"""
 
 import jax
 import jax.numpy as jnp
@@ -7,7 +15,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numpyro_autospec.oracles import IsingChainOracle, OracleError, ising_chain_log_marginals
+from numpyro_autospec.engine import run
+from numpyro_autospec.learned import random_order_law
+from numpyro_autospec.oracles import (
+    IsingChainOracle,
+    OracleError,
+    check_block_form,
+    ising_chain_log_marginals,
+)
+from numpyro_autospec.oracles.ising_chain import ising_chain_log_conditionals
+from numpyro_autospec.processes import AnyOrderProcess
+from tests.gof import assert_gof, chisquare_gof, encode_configurations
 from tests.oracles.brute_force import (
     assert_rows_close,
     batched_answers,
@@ -20,6 +38,7 @@ from tests.oracles.brute_force import (
 
 # couplings and fields are arguments: one compilation per n for all the Hypothesis examples.
 batched_core = jax.jit(jax.vmap(ising_chain_log_marginals, in_axes=(None, None, 0, 0)))
+batched_block = jax.jit(jax.vmap(ising_chain_log_conditionals, in_axes=(None, None, 0, 0, 0, 0)))
 
 
 def random_chain(rng, n, scale=1.0):
@@ -139,3 +158,136 @@ def test_uniform_constructor():
 def test_construction_errors_name_the_parameter_and_entry(couplings, fields, pattern):
     with pytest.raises(OracleError, match=pattern):
         IsingChainOracle(couplings, fields)
+
+
+# -- the block form ---------------------------------------------------------------------------
+
+
+def random_block_queries(rng, n, count, rows):
+    """``count`` block queries ``(x, ranks, sites, prefix_lengths)``: random values and orders,
+    ``rows`` rows each at random sites (pinned ones included) and prefix lengths in ``0..n``."""
+    xs = rng.integers(0, 2, size=(count, n)).astype(np.int32)
+    ranks = np.argsort(rng.random((count, n)), axis=1).astype(np.int32)
+    sites = rng.integers(0, n, size=(count, rows)).astype(np.int32)
+    lengths = rng.integers(0, n + 1, size=(count, rows)).astype(np.int32)
+    return xs, ranks, sites, lengths
+
+
+@given(
+    n=st.sampled_from([1, 2, 5, 8]),
+    scale=st.sampled_from([0.3, 1.0, 3.0]),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_block_rows_equal_the_set_form_and_enumeration(n, scale, seed):
+    """Row j of the block form is row sites[j] of log_marginals given ranks < prefix_lengths[j]
+    (pinned rows included), and free rows match enumeration; the parameters are traced (jit
+    arguments)."""
+    rng = np.random.default_rng(seed)
+    couplings, fields = random_chain(rng, n, scale)
+    oracle = IsingChainOracle(couplings, fields)
+    xs, ranks, sites, lengths = random_block_queries(rng, n, 4, 6)
+    blocks = np.asarray(batched_block(oracle.couplings, oracle.fields, xs, ranks, sites, lengths))
+    log_joint = ising_chain_log_joint(oracle.couplings, oracle.fields)
+    for x, rank, block_sites, block_lengths, block in zip(
+        xs, ranks, sites, lengths, blocks.astype(np.float64), strict=True
+    ):
+        masks = rank[None, :] < block_lengths[:, None]
+        set_form = np.asarray(
+            batched_core(oracle.couplings, oracle.fields, np.tile(x, (6, 1)), masks)
+        )
+        expected = set_form[np.arange(6), block_sites]
+        np.testing.assert_array_equal(np.isneginf(block), np.isneginf(expected))
+        np.testing.assert_allclose(np.exp(block), np.exp(expected), atol=1e-5, rtol=0)
+        for row, site, mask in zip(block, block_sites, masks, strict=True):
+            if not mask[site]:
+                reference = conditional_marginals(log_joint, 2, x, mask)[site]
+                np.testing.assert_allclose(row, reference, atol=1e-5)
+
+
+def test_block_form_through_the_class_with_traced_parameters():
+    """The class under jit with couplings and fields as arguments equals the functional core."""
+    rng = np.random.default_rng(7)
+    couplings, fields = random_chain(rng, 8)
+    xs, ranks, sites, lengths = random_block_queries(rng, 8, 1, 6)
+
+    def rows(couplings, fields, *query):
+        return IsingChainOracle(couplings, fields).log_conditionals(*query)
+
+    traced = np.asarray(jax.jit(rows)(couplings, fields, xs[0], ranks[0], sites[0], lengths[0]))
+    core = np.asarray(batched_block(couplings, fields, xs, ranks, sites, lengths))[0]
+    np.testing.assert_allclose(traced, core, atol=1e-6)
+
+
+def test_block_form_of_a_long_chain_against_the_closed_form():
+    """n = 4096, zero field, only site 0 pinned up (prefix length 1 of an order starting at
+    site 0): E[s_k | s_0 = +1] = tanh(J)^k at every distance, through long runs of transfer
+    matrices; with the last site pinned too, the middle of the chain is symmetric."""
+    n, coupling = 4096, 0.8
+    oracle = IsingChainOracle.uniform(n, coupling)
+    order = np.concatenate([[0, n - 1], np.arange(1, n - 1)])
+    ranks = jnp.asarray(np.argsort(order), jnp.int32)
+    x = jnp.ones(n, jnp.int32).at[n - 1].set(0)
+    sites = jnp.arange(1, n, dtype=jnp.int32)
+    rows = np.asarray(oracle.log_conditionals(x, ranks, sites, jnp.ones(n - 1, jnp.int32)))
+    magnetization = np.exp(rows[:, 1]) - np.exp(rows[:, 0])
+    np.testing.assert_allclose(magnetization, np.tanh(coupling) ** np.arange(1, n), atol=1e-5)
+    both = np.asarray(oracle.log_conditionals(x, ranks, sites, jnp.full(n - 1, 2, jnp.int32)))
+    middle = np.exp(both[:, 1]) - np.exp(both[:, 0])  # s_0 = +1, s_{n-1} = -1: odd about n/2
+    np.testing.assert_allclose(middle[: n - 2], -middle[: n - 2][::-1], atol=1e-5)
+    np.testing.assert_allclose(middle[:3], np.tanh(coupling) ** np.arange(1, 4), atol=1e-5)
+    assert middle[-1] == -1.0  # the pinned last site: a point mass
+
+
+class ForgetsRightNeighbour(IsingChainOracle):
+    """A deliberately wrong block form: each row conditions only on the pinned sites to the
+    left of its site (the forward message), as if the backward message were dropped."""
+
+    def log_conditionals(self, x, ranks, sites, prefix_lengths):
+        def row(site, length):
+            left_ranks = jnp.where(jnp.arange(x.shape[0]) > site, x.shape[0], ranks)
+            return super(ForgetsRightNeighbour, self).log_conditionals(
+                x, left_ranks, site[None], length[None]
+            )[0]
+
+        return jax.vmap(row)(sites, prefix_lengths)
+
+
+def test_consistency_check_accepts_the_block_form_and_catches_a_wrong_one():
+    chain = random_chain(np.random.default_rng(8), 33, scale=2.0)
+    check_block_form(IsingChainOracle(*chain), atol=1e-5)
+    with pytest.raises(OracleError, match="log_conditionals disagrees with log_marginals"):
+        check_block_form(ForgetsRightNeighbour(*chain))
+
+
+GOF_N, GOF_DRAWS = 5, 30_000
+
+
+def engine_draws(oracle, seed):
+    process = AnyOrderProcess(oracle, GOF_N, 2)
+    keys = jax.random.split(jax.random.PRNGKey(seed), GOF_DRAWS)
+    draws = jax.jit(lambda k: run(process, k))
+    return np.concatenate([np.asarray(draws(chunk).value) for chunk in np.split(keys, 3)])
+
+
+@pytest.fixture(scope="module")
+def gof_draws():
+    chain = IsingChainOracle(*random_chain(np.random.default_rng(9), GOF_N))
+    return chain, engine_draws(chain, 10)
+
+
+@pytest.mark.slow
+def test_engine_draws_through_the_block_form_follow_the_joint(gof_draws):
+    chain, draws = gof_draws
+    assert chain.scores_blocks
+    law = np.exp(ising_chain_log_joint(chain.couplings, chain.fields))
+    assert_gof(encode_configurations(draws, 2), law)
+
+
+@pytest.mark.slow
+def test_the_law_of_a_wrong_block_form_is_rejected(gof_draws):
+    """The same draws against the law a sampler with the wrong block form would draw
+    (sequential sampling along a uniformly random order with its rows, by enumeration)."""
+    chain, draws = gof_draws
+    wrong = ForgetsRightNeighbour(chain.couplings, chain.fields)
+    wrong_law = random_order_law(wrong).ravel()
+    assert chisquare_gof(encode_configurations(draws, 2), wrong_law).p_value <= 1e-4
