@@ -489,7 +489,7 @@ def read_csv(path):
 def main(args):
     os.makedirs(RESULTS, exist_ok=True)
     if args.overhead:
-        path = os.path.join(RESULTS, "overhead.csv")
+        path = args.csv or os.path.join(RESULTS, "overhead.csv")
         out = []
         for n in args.sizes:
             for config in args.overhead_configs:
@@ -617,7 +617,10 @@ def parse_args(argv=None):
         "--memory-budget", type=int, default=1 << 30, help="engine memory budget in bytes"
     )
     parser.add_argument(
-        "--csv", default=None, help="CSV path (None: benchmarks/results/rounds.csv)"
+        "--csv",
+        default=None,
+        help="CSV path (None: benchmarks/results/rounds_engine.csv, or overhead.csv with "
+        "--overhead)",
     )
     parser.add_argument("--figure", default=None, help="plot path (None: next to the CSV)")
     parser.add_argument("--force", action="store_true", help="re-measure cells in the CSV")
