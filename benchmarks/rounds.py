@@ -215,15 +215,16 @@ def measure_engine(
     compiled = fn.lower(keys[0]).compile()
     compile_seconds = time.perf_counter() - start
     rounds, queries = [], []
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for call in range(calls):
         samples = jax.block_until_ready(compiled(keys[call]))
         rounds += list(np.asarray(samples.rounds))
         queries += list(np.asarray(samples.queries))
     seconds = (time.perf_counter() - start) / (calls * draws_per_call)
+    cpu_seconds = time.process_time() - cpu_start
     row = _row("engine", target, n, config, rounds, queries, seconds, compile_seconds)
     if keep_draws:
-        row["_rounds"], row["_queries"] = rounds, queries
+        row["_rounds"], row["_queries"], row["_cpu_seconds"] = rounds, queries, cpu_seconds
     return row
 
 
@@ -267,7 +268,9 @@ def measure_overhead(target, n, config, draws, draws_per_call=1, slots_per_draw=
     rows, the trajectory, the rounds ``R`` and the queries are identical -- checked).  Hence
     ``oracle time = T2 - T1`` and ``scheduler overhead = T1 - (T2 - T1) = 2 T1 - T2``, per round
     ``(2 T1 - T2) / R``.  Both are measured inside the compiled program, with the engine's real
-    (padded) batch shapes.
+    (padded) batch shapes.  The same split is reported in the process's CPU time (columns
+    ``cpu_*``: all threads), which other processes' load on the machine disturbs less than
+    wall time.
     """
     oracle = project_oracle(target, n)
     one = measure_engine(
@@ -288,6 +291,7 @@ def measure_overhead(target, n, config, draws, draws_per_call=1, slots_per_draw=
     rounds = float(np.sum(one["_rounds"]))
     t1 = one["seconds_per_draw"] * one["draws"]
     t2 = two["seconds_per_draw"] * two["draws"]
+    c1, c2 = one["_cpu_seconds"], two["_cpu_seconds"]
     return {
         "target": target,
         "n": n,
@@ -301,6 +305,9 @@ def measure_overhead(target, n, config, draws, draws_per_call=1, slots_per_draw=
         "oracle_ms_per_round": round(1e3 * (t2 - t1) / rounds, 2),
         "overhead_ms_per_round": round(1e3 * (2 * t1 - t2) / rounds, 2),
         "oracle_us_per_query": round(1e6 * (t2 - t1) / float(np.sum(one["_queries"])), 2),
+        "cpu_ms_per_round": round(1e3 * c1 / rounds, 2),
+        "cpu_oracle_ms_per_round": round(1e3 * (c2 - c1) / rounds, 2),
+        "cpu_overhead_ms_per_round": round(1e3 * (2 * c1 - c2) / rounds, 2),
         "compile_seconds": one["compile_seconds"],
         "commit": git_commit(),
     }
@@ -489,19 +496,20 @@ def read_csv(path):
 def main(args):
     os.makedirs(RESULTS, exist_ok=True)
     if args.overhead:
-        path = os.path.join(RESULTS, "overhead.csv")
+        path = args.csv or os.path.join(RESULTS, "overhead.csv")
         out = []
         for n in args.sizes:
             for config in args.overhead_configs:
                 row = measure_overhead(args.targets[0], n, config, args.draws)
                 print(row, flush=True)
                 out.append(row)
-        new = not os.path.exists(path)
-        with open(path, "a", newline="") as f:
-            writer = csv.DictWriter(f, list(out[0]))
-            if new:
-                writer.writeheader()
-            writer.writerows(out)
+        # earlier rows are kept; columns added since they were written are left empty
+        rows = read_csv(path) + out
+        fields = list(out[0]) + [k for k in (rows[0] if rows else {}) if k not in out[0]]
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fields, restval="")
+            writer.writeheader()
+            writer.writerows(rows)
         return out
 
     path = args.csv or os.path.join(RESULTS, "rounds_engine.csv")
@@ -617,7 +625,10 @@ def parse_args(argv=None):
         "--memory-budget", type=int, default=1 << 30, help="engine memory budget in bytes"
     )
     parser.add_argument(
-        "--csv", default=None, help="CSV path (None: benchmarks/results/rounds.csv)"
+        "--csv",
+        default=None,
+        help="CSV path (None: benchmarks/results/rounds_engine.csv, or overhead.csv with "
+        "--overhead)",
     )
     parser.add_argument("--figure", default=None, help="plot path (None: next to the CSV)")
     parser.add_argument("--force", action="store_true", help="re-measure cells in the CSV")

@@ -96,6 +96,7 @@ class Plan(NamedTuple):
     lane_buckets: tuple[int, ...]  # batch sizes of speculation queries
     block_buckets: tuple[int, ...]  # batch sizes of recursion-block scoring calls
     window_buckets: tuple[int, ...]  # batch sizes of root-window scoring calls
+    window_rows: tuple[int, ...]  # row counts of root-window scoring calls (one per call)
     answer_rows: int  # rows of a speculation answer
     block_scoring: bool  # scoring steps of a block are one score_block call
     max_transitions: int
@@ -105,8 +106,10 @@ class Plan(NamedTuple):
     mesh: Mesh | None = None  # devices a round's oracle batch is split over (None: no split)
 
 
-def buckets(largest: int, smallest: int = 16, item_bytes: int = 0) -> tuple[int, ...]:
-    """Batch sizes ``largest, largest / 4, ...`` down to ``smallest`` (a round runs in the
+def buckets(
+    largest: int, smallest: int = 16, item_bytes: int = 0, factor: int = 4
+) -> tuple[int, ...]:
+    """Batch sizes ``largest, largest / factor, ...`` down to ``smallest`` (a round runs in the
     smallest that holds its demand), stopping at the first size whose batch moves at most
     :data:`SPLIT_BATCH_BYTES` when one item of the batch moves ``item_bytes`` (0: no such
     stop).  A small problem thus compiles one size per query shape, a large one keeps the
@@ -116,8 +119,35 @@ def buckets(largest: int, smallest: int = 16, item_bytes: int = 0) -> tuple[int,
         sizes.append(size)
         if size <= smallest or 0 < size * item_bytes <= SPLIT_BATCH_BYTES:
             break
-        size = max(smallest, size // 4)
+        size = max(smallest, size // factor)
     return tuple(sorted(set(sizes)))
+
+
+def window_rows(policy: RootPolicy, row_bytes: int) -> tuple[int, ...]:
+    """Row counts of the root windows' block-scoring calls: ``score_rows(True)``, then halved
+    down to ``min_window - 1`` while a call of that many rows still moves more than
+    :data:`SPLIT_BATCH_BYTES` (``row_bytes`` per row: a row of answer and a copy of the state,
+    which the oracle reads once per row when its rows are computed independently, as
+    Curie-Weiss's are).
+
+    A window's scoring call runs in the smallest count that holds the longest window of its
+    round (:func:`numpyro_autospec.engine.rounds.query_round`): an oracle whose cost grows
+    with its rows (Curie-Weiss: :math:`O(n)` per row) does not pay ``max_window`` rows for a
+    window of ``4 sqrt(N)`` steps.  Halving (not quartering) keeps the padding below 2x (the
+    windows grow by ``window_growth = 8``: a window of ``8 * 256`` steps after one of 256
+    kept whole fits 2047 rows, where quartering would take 4095).  The largest count is the
+    reference's (:mod:`numpyro_autospec.reference`), so every row is computed from the same
+    prefix; the draws do not depend on the count (``tests/engine/test_block_form.py``).
+
+    >>> from numpyro_autospec.config import SamplerConfig
+    >>> window_rows(SamplerConfig().root_policy(4096), 16 * 4096)
+    (63, 127, 255, 511, 1023, 2047, 4095)
+    >>> window_rows(SamplerConfig().root_policy(64), 16 * 64)
+    (63,)
+    """
+    if policy.rule is None:
+        return (policy.score_rows(True),)
+    return buckets(policy.score_rows(True), max(1, policy.min_window - 1), row_bytes, factor=2)
 
 
 def has_batched_forms(process) -> bool:
@@ -234,6 +264,7 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         lane_buckets=buckets(num_slots, 4, nbytes(answer_shape) + nbytes(x_shape)),
         block_buckets=buckets(num_slots, 4, score_bytes(policy.score_rows(False))),
         window_buckets=buckets(verify_lanes, 4, score_bytes(policy.score_rows(True))),
+        window_rows=window_rows(policy, nbytes(row_shape) + nbytes(x_shape)),
         answer_rows=answer_rows,
         block_scoring=block_scoring,
         max_transitions=max_transitions,

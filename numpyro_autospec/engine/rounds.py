@@ -214,12 +214,16 @@ def step_round(context: Context, state: EngineState, batch: int) -> EngineState:
     return count(context, state, valid, slot, jnp.ones_like(step))
 
 
-def block_round(context: Context, state: EngineState, lanes: int, window: bool) -> EngineState:
+def block_round(
+    context: Context, state: EngineState, lanes: int, window: bool, rows: int | None = None
+) -> EngineState:
     """One ``score_block`` call per scoring block (root windows when ``window``, else
-    recursion blocks): the target rows of steps ``a+1..a+m-1`` in one evaluation."""
+    recursion blocks): the target rows of steps ``a+1..a+m-1`` in one evaluation of ``rows``
+    rows (default: ``policy.score_rows(window)``, enough for the largest block; the caller
+    passes fewer when every block of the round is shorter)."""
     plan, process = context.plan, context.process
     num_slots = plan.num_slots
-    length = plan.policy.score_rows(window)
+    length = plan.policy.score_rows(window) if rows is None else rows
     pool = state.pool
     kind = pool.verifying if window else ~pool.verifying
     (slot,) = jnp.nonzero(block_demand(context, pool) & kind, size=lanes, fill_value=num_slots)
@@ -293,13 +297,21 @@ def query_round(context: Context, state: EngineState) -> EngineState:
         state, steps, plan.query_buckets, lambda state, size: step_round(context, state, size)
     )
     if plan.block_scoring:
-        windows = jnp.sum(blocks & pool.verifying)
-        state = bucketed(
-            state,
-            windows,
-            plan.window_buckets,
-            lambda state, size: block_round(context, state, size, True),
-        )
+        window_blocks = blocks & pool.verifying
+        windows = jnp.sum(window_blocks)
+        # rows: the longest scored window of the round, in the smallest of plan.window_rows
+        # (a window of 256 steps does not pay for max_window rows)
+        window_rows = jnp.max(jnp.where(window_blocks, pool.block_end - pool.block_start - 1, 0))
+
+        def window_round(state, size):
+            return bucketed(
+                state,
+                jnp.maximum(window_rows, 1),
+                plan.window_rows,
+                lambda state, rows: block_round(context, state, size, True, rows),
+            )
+
+        state = bucketed(state, windows, plan.window_buckets, window_round)
         recursion = jnp.sum(blocks & ~pool.verifying)
         state = bucketed(
             state,

@@ -246,8 +246,16 @@ def _start_draws(context: Context, pool: Pool, draw, destination, root_ok) -> Po
     def start(pool):
         first_block = policy.first_window if policy.rule is not None else policy.recursion_block
         key_init, key_run = jax.vmap(jax.random.split, out_axes=1)(context.keys[draw])
-        x0 = jax.vmap(context.process.init)(key_init)
         template = gather(pool, jnp.zeros((lanes,), jnp.int32))
+
+        def init(lane):
+            """The initial state of a draw that starts, the template's of a lane that does
+            not: ``process.init`` (an any-order draw's random order, two sorts of ``n``
+            keys) is paid once per draw, not once per lane."""
+            key, ok, placeholder = lane
+            return jax.lax.cond(ok, context.process.init, lambda _: placeholder, key)
+
+        x0 = jax.lax.map(init, (key_init, root_ok, template.x))
         zeros = jnp.zeros((lanes,), jnp.int32)
         roots = template._replace(
             status=jnp.full((lanes,), Status.START, jnp.int32),

@@ -121,6 +121,14 @@ def verify_windows(context: Context, pool: Pool, rows, ready: Array) -> tuple[Po
     def verify(pool: Pool) -> Pool:
         slots = gather(pool, jnp.minimum(slot_index, num_slots - 1))
         draw_rows = gather(rows, slots.draw)
-        return scatter(pool, slot_index, jax.vmap(verify_one)(slots, draw_rows))
+        verified = jax.vmap(verify_one)(slots, draw_rows)
+        # write back the fields verification changes only: the answers stay in place
+        changed = ("status", "x", "cursor", "has_next")
+        return pool._replace(
+            **{
+                name: scatter(getattr(pool, name), slot_index, getattr(verified, name))
+                for name in changed
+            }
+        )
 
     return jax.lax.cond(jnp.any(ready), verify, lambda pool: pool, pool), jnp.any(ready)
