@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import math
 import os
 import subprocess
@@ -63,8 +64,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 TARGETS = ("digits", "mixture")
 FIELDS = [
-    "target", "dim", "n", "block", "growth", "num_slots", "draws", "mean_rounds", "se_rounds",
-    "median_rounds", "p90_rounds", "max_rounds", "mean_queries", "queries_per_n",
+    "target", "dim", "n", "block", "growth", "leaf", "num_slots", "draws", "mean_rounds",
+    "se_rounds", "median_rounds", "p90_rounds", "max_rounds", "mean_queries", "queries_per_n",
     "sequential_rounds", "speedup",
     "seconds_per_draw", "compile_seconds", "commit",
 ]  # fmt: skip
@@ -78,6 +79,7 @@ class Cell(NamedTuple):
     n: int
     block: str
     growth: float
+    leaf: int
     num_slots: int  # the pool size the engine ran with (resolved, not requested)
     rounds: np.ndarray
     queries: np.ndarray
@@ -116,9 +118,12 @@ def resolve_block(spec: str, n: int) -> int | None:
     return max(1, min(n, int(spec)))
 
 
-def sampler_config(block: str, growth: float, n: int) -> SamplerConfig:
-    """The paper's recursion (explicitly, whatever the package default) with this root block."""
-    return SamplerConfig(method="autospec", block_size=resolve_block(block, n), growth=growth)
+def sampler_config(block: str, growth: float, n: int, leaf: int = 1) -> SamplerConfig:
+    """The paper's recursion (explicitly, whatever the package default) with this root block,
+    residual growth and leaf size."""
+    return SamplerConfig(
+        method="autospec", block_size=resolve_block(block, n), growth=growth, leaf_size=leaf
+    )
 
 
 def engine_capacity(
@@ -145,10 +150,11 @@ def measure(
     draws_per_call: int = 1,
     memory_budget: int = 1 << 30,
     num_slots: int | None = None,
+    leaf: int = 1,
 ) -> Cell:
     """``draws`` engine draws in calls of ``draws_per_call`` (one compilation)."""
     process = make_process(target, n)
-    config = sampler_config(block, growth, n)
+    config = sampler_config(block, growth, n, leaf)
     capacity = engine_capacity(process, memory_budget, num_slots)
     calls = math.ceil(draws / draws_per_call)
     keys = jax.random.split(jax.random.PRNGKey(seed + n), calls * draws_per_call)
@@ -170,6 +176,7 @@ def measure(
         n,
         block,
         growth,
+        leaf,
         plan(process, config, capacity, draws_per_call, keys[0, 0]).num_slots,
         np.concatenate(rounds)[:draws],
         np.concatenate(queries)[:draws],
@@ -188,6 +195,7 @@ def summarize(cell: Cell, commit: str) -> dict:
         "n": cell.n,
         "block": cell.block,
         "growth": cell.growth,
+        "leaf": cell.leaf,
         "num_slots": cell.num_slots,
         "draws": rounds.size,
         "mean_rounds": round(rounds.mean(), 2),
@@ -217,20 +225,23 @@ def loglog_slope(sizes, values) -> float:
 
 
 def setting(row: dict) -> str:
-    return f"block={row['block']},growth={float(row['growth']):g},slots={row['num_slots']}"
+    return (
+        f"block={row['block']},growth={float(row['growth']):g},leaf={row['leaf']},"
+        f"slots={row['num_slots']}"
+    )
 
 
 def table(rows: list[dict]) -> str:
     """Fixed-width table of the rows, then the slope of mean rounds per target and setting."""
     header = (
-        f"{'target':<8}{'N':>6} {'setting':<32}{'rounds':>8}{'+-':>6}{'median':>7}{'p90':>7}"
+        f"{'target':<8}{'N':>6} {'setting':<40}{'rounds':>8}{'+-':>6}{'median':>7}{'p90':>7}"
         f"{'max':>6}"
         f"{'queries':>9}{'q/N':>6}{'seq':>6}{'speed-up':>9}{'s/draw':>8}"
     )
     lines = [header]
     for row in rows:
         lines.append(
-            f"{row['target']:<8}{row['n']:>6} {setting(row):<32}{row['mean_rounds']:>8.1f}"
+            f"{row['target']:<8}{row['n']:>6} {setting(row):<40}{row['mean_rounds']:>8.1f}"
             f"{row['se_rounds']:>6.1f}{row['median_rounds']:>7.0f}{row['p90_rounds']:>7.0f}"
             f"{row['max_rounds']:>6}"
             f"{row['mean_queries']:>9.0f}{row['queries_per_n']:>6.1f}"
@@ -243,7 +254,7 @@ def table(rows: list[dict]) -> str:
         slope = loglog_slope(sizes, [r["mean_rounds"] for r in group])
         q_slope = loglog_slope(sizes, [r["mean_queries"] for r in group])
         lines.append(
-            f"  {target:<8} {name:<32} N = {min(sizes)}..{max(sizes)}: rounds {slope:.2f}, "
+            f"  {target:<8} {name:<40} N = {min(sizes)}..{max(sizes)}: rounds {slope:.2f}, "
             f"queries {q_slope:.2f}"
         )
     return "\n".join(lines)
@@ -315,7 +326,7 @@ def main(args: argparse.Namespace) -> list[dict]:
         for target in args.targets:
             for n in args.sizes:
                 for block in args.block_sizes:
-                    for growth in args.growth:
+                    for growth, leaf in itertools.product(args.growth, args.leaf_sizes):
                         cell = measure(
                             target,
                             n,
@@ -326,6 +337,7 @@ def main(args: argparse.Namespace) -> list[dict]:
                             draws_per_call=args.draws_per_call,
                             memory_budget=args.memory_budget,
                             num_slots=args.num_slots,
+                            leaf=leaf,
                         )
                         row = summarize(cell, commit)
                         rows.append(row)
@@ -358,6 +370,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="root block sizes: none (whole path), Cs (C sqrt(N)) or integers",
     )
     parser.add_argument("--growth", type=float, nargs="+", default=[1.0], help="rho values")
+    parser.add_argument(
+        "--leaf-sizes",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="leaf sizes: blocks of at most this many steps are sampled step by step",
+    )
     parser.add_argument(
         "--draws-per-call", type=int, default=1, help="draws sharing one engine pool"
     )
