@@ -64,8 +64,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 TARGETS = ("digits", "mixture")
 FIELDS = [
-    "target", "dim", "n", "block", "growth", "leaf", "num_slots", "draws", "mean_rounds",
-    "se_rounds", "median_rounds", "p90_rounds", "max_rounds", "mean_queries", "queries_per_n",
+    "target", "dim", "n", "speculation", "block", "growth", "leaf", "num_slots", "draws",
+    "mean_rounds", "se_rounds", "median_rounds", "p90_rounds", "max_rounds", "mean_queries",
+    "queries_per_n",
     "sequential_rounds", "speedup",
     "seconds_per_draw", "compile_seconds", "commit",
 ]  # fmt: skip
@@ -77,6 +78,7 @@ class Cell(NamedTuple):
     target: str
     dim: int
     n: int
+    speculation: str
     block: str
     growth: float
     leaf: int
@@ -101,10 +103,15 @@ def make_denoiser(target: str):
     raise ValueError(f"unknown target {target!r}; choose from {TARGETS}")
 
 
-def make_process(target: str, n: int) -> DiffusionProcess:
-    """Stochastic localization of ``target`` on ``default_times(n)`` (t_max = 1000)."""
+def make_process(target: str, n: int, speculation: str = "none") -> DiffusionProcess:
+    """Stochastic localization of ``target`` on ``default_times(n)`` (t_max = 1000); the
+    speculation freezes the drift (``speculation = "none"``) or follows the linear response of
+    a Gaussian of that variance (a number, ``DiffusionProcess(speculation_variance=...)``)."""
     denoiser, dim = make_denoiser(target)
-    return DiffusionProcess(denoiser, dim, default_times(n), name=target)
+    variance = None if speculation.strip().lower() == "none" else float(speculation)
+    return DiffusionProcess(
+        denoiser, dim, default_times(n), name=target, speculation_variance=variance
+    )
 
 
 # --------------------------------------------------------------------------- settings
@@ -151,9 +158,10 @@ def measure(
     memory_budget: int = 1 << 30,
     num_slots: int | None = None,
     leaf: int = 1,
+    speculation: str = "none",
 ) -> Cell:
     """``draws`` engine draws in calls of ``draws_per_call`` (one compilation)."""
-    process = make_process(target, n)
+    process = make_process(target, n, speculation)
     config = sampler_config(block, growth, n, leaf)
     capacity = engine_capacity(process, memory_budget, num_slots)
     calls = math.ceil(draws / draws_per_call)
@@ -174,6 +182,7 @@ def measure(
         target,
         process.dim,
         n,
+        speculation,
         block,
         growth,
         leaf,
@@ -193,6 +202,7 @@ def summarize(cell: Cell, commit: str) -> dict:
         "target": cell.target,
         "dim": cell.dim,
         "n": cell.n,
+        "speculation": cell.speculation,
         "block": cell.block,
         "growth": cell.growth,
         "leaf": cell.leaf,
@@ -226,7 +236,7 @@ def loglog_slope(sizes, values) -> float:
 
 def setting(row: dict) -> str:
     return (
-        f"block={row['block']},growth={float(row['growth']):g},leaf={row['leaf']},"
+        f"s2={row['speculation']},block={row['block']},growth={float(row['growth']):g},leaf={row['leaf']},"
         f"slots={row['num_slots']}"
     )
 
@@ -234,14 +244,14 @@ def setting(row: dict) -> str:
 def table(rows: list[dict]) -> str:
     """Fixed-width table of the rows, then the slope of mean rounds per target and setting."""
     header = (
-        f"{'target':<8}{'N':>6} {'setting':<40}{'rounds':>8}{'+-':>6}{'median':>7}{'p90':>7}"
+        f"{'target':<8}{'N':>6} {'setting':<48}{'rounds':>8}{'+-':>6}{'median':>7}{'p90':>7}"
         f"{'max':>6}"
         f"{'queries':>9}{'q/N':>6}{'seq':>6}{'speed-up':>9}{'s/draw':>8}"
     )
     lines = [header]
     for row in rows:
         lines.append(
-            f"{row['target']:<8}{row['n']:>6} {setting(row):<40}{row['mean_rounds']:>8.1f}"
+            f"{row['target']:<8}{row['n']:>6} {setting(row):<48}{row['mean_rounds']:>8.1f}"
             f"{row['se_rounds']:>6.1f}{row['median_rounds']:>7.0f}{row['p90_rounds']:>7.0f}"
             f"{row['max_rounds']:>6}"
             f"{row['mean_queries']:>9.0f}{row['queries_per_n']:>6.1f}"
@@ -254,7 +264,7 @@ def table(rows: list[dict]) -> str:
         slope = loglog_slope(sizes, [r["mean_rounds"] for r in group])
         q_slope = loglog_slope(sizes, [r["mean_queries"] for r in group])
         lines.append(
-            f"  {target:<8} {name:<40} N = {min(sizes)}..{max(sizes)}: rounds {slope:.2f}, "
+            f"  {target:<8} {name:<48} N = {min(sizes)}..{max(sizes)}: rounds {slope:.2f}, "
             f"queries {q_slope:.2f}"
         )
     return "\n".join(lines)
@@ -326,7 +336,9 @@ def main(args: argparse.Namespace) -> list[dict]:
         for target in args.targets:
             for n in args.sizes:
                 for block in args.block_sizes:
-                    for growth, leaf in itertools.product(args.growth, args.leaf_sizes):
+                    for growth, leaf, speculation in itertools.product(
+                        args.growth, args.leaf_sizes, args.speculation_variances
+                    ):
                         cell = measure(
                             target,
                             n,
@@ -338,6 +350,7 @@ def main(args: argparse.Namespace) -> list[dict]:
                             memory_budget=args.memory_budget,
                             num_slots=args.num_slots,
                             leaf=leaf,
+                            speculation=speculation,
                         )
                         row = summarize(cell, commit)
                         rows.append(row)
@@ -376,6 +389,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         nargs="+",
         default=[1],
         help="leaf sizes: blocks of at most this many steps are sampled step by step",
+    )
+    parser.add_argument(
+        "--speculation-variances",
+        nargs="+",
+        default=["none"],
+        help="none (the drift frozen over a block, the paper) or s^2 of the linear-response "
+        "speculation (DiffusionProcess speculation_variance)",
     )
     parser.add_argument(
         "--draws-per-call", type=int, default=1, help="draws sharing one engine pool"
