@@ -23,7 +23,11 @@ Root block size (``--block-sizes``): ``none`` is the paper as written (one recur
 whole path); ``Cs`` (for example ``2s``) processes the path left to right in recursion blocks
 of ``round(C sqrt(N))`` steps; an integer is a fixed block size.  ``--growth`` sets the
 residual batch growth :math:`\\rho` (batch ``r`` runs :math:`\\lceil (1+\\rho)^r \\rceil`
-trials).  Every setting is exact; they trade rounds against queries.
+trials); ``--leaf-sizes`` the blocks sampled step by step.  ``--speculation-variances``:
+``none`` freezes the drift over a speculated block (the paper), a number :math:`s^2` uses the
+linear-response speculation of ``DiffusionProcess(speculation_variance=s^2)`` (exact for a
+Gaussian of variance :math:`s^2`; the mixture's components have :math:`s^2 = 0.01`).  Every
+setting is exact; they trade rounds against queries.
 
 Each draw runs alone in its compiled call (``--draws-per-call 1``, the default), so that its
 rounds are its own and not those of the draws sharing its pool; the query batch is capped by
@@ -35,6 +39,8 @@ Examples::
     python benchmarks/diffusion_rounds.py --sizes 64 256 1024 --draws 20
     python benchmarks/diffusion_rounds.py --targets mixture --sizes 256 1024 \\
         --block-sizes none 1s 2s 4s --growth 1 3 --draws 20
+    python benchmarks/diffusion_rounds.py --targets mixture --sizes 1024 4096 \\
+        --speculation-variances none 0.01 --growth 1 3 --draws 20
 """
 
 from __future__ import annotations
@@ -236,8 +242,8 @@ def loglog_slope(sizes, values) -> float:
 
 def setting(row: dict) -> str:
     return (
-        f"s2={row['speculation']},block={row['block']},growth={float(row['growth']):g},leaf={row['leaf']},"
-        f"slots={row['num_slots']}"
+        f"s2={row['speculation']},block={row['block']},growth={float(row['growth']):g},"
+        f"leaf={row['leaf']},slots={row['num_slots']}"
     )
 
 

@@ -34,7 +34,7 @@ import pytest
 from scipy import stats
 
 from numpyro_autospec import reference
-from numpyro_autospec.config import SamplerConfig
+from numpyro_autospec.config import DIFFUSION_GROWTH, SamplerConfig
 from numpyro_autospec.denoisers import (
     DenoiserError,
     GaussianMixtureDenoiser,
@@ -414,6 +414,22 @@ def test_harness_rejects_a_wrong_density(cloud_euler_categories):
     assert result.p_value < 1e-8, result
     with pytest.raises(AssertionError, match="two-sample chi-square failed"):
         assert_two_sample(nearest_point(values), cloud_euler_categories, threshold=THRESHOLD)
+
+
+def test_default_residual_growth_on_diffusion_is_three():
+    """The diffusion default (``SamplerConfig.growth = None``) runs residual batches of 1, 4,
+    16, ... trials (docs/diffusion.md, "Where the tail comes from"): the same draws and rounds
+    as ``growth=3`` explicitly; the same draws as ``growth=1`` and different rounds."""
+    assert SamplerConfig().root_policy(NUM_STEPS, discrete=False).growth == DIFFUSION_GROWTH == 3
+    assert SamplerConfig().root_policy(NUM_STEPS, discrete=True).growth == 1
+    key = jax.random.PRNGKey(18)
+    default = reference.sample_many(CLOUD_PROCESS, key, 24)
+    three = reference.sample_many(CLOUD_PROCESS, key, 24, SamplerConfig(growth=3.0))
+    one = reference.sample_many(CLOUD_PROCESS, key, 24, SamplerConfig(growth=1.0))
+    for left, right in zip(default, three, strict=True):
+        np.testing.assert_array_equal(left, right)
+    np.testing.assert_array_equal(default[0], one[0])
+    assert (default[1] != one[1]).any()
 
 
 def test_draws_do_not_depend_on_growth_rate():
