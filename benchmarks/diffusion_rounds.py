@@ -23,7 +23,11 @@ Root block size (``--block-sizes``): ``none`` is the paper as written (one recur
 whole path); ``Cs`` (for example ``2s``) processes the path left to right in recursion blocks
 of ``round(C sqrt(N))`` steps; an integer is a fixed block size.  ``--growth`` sets the
 residual batch growth :math:`\\rho` (batch ``r`` runs :math:`\\lceil (1+\\rho)^r \\rceil`
-trials).  Every setting is exact; they trade rounds against queries.
+trials); ``--leaf-sizes`` the blocks sampled step by step.  ``--speculation-variances``:
+``none`` freezes the drift over a speculated block (the paper), a number :math:`s^2` uses the
+linear-response speculation of ``DiffusionProcess(speculation_variance=s^2)`` (exact for a
+Gaussian of variance :math:`s^2`; the mixture's components have :math:`s^2 = 0.01`).  Every
+setting is exact; they trade rounds against queries.
 
 Each draw runs alone in its compiled call (``--draws-per-call 1``, the default), so that its
 rounds are its own and not those of the draws sharing its pool; the query batch is capped by
@@ -35,12 +39,15 @@ Examples::
     python benchmarks/diffusion_rounds.py --sizes 64 256 1024 --draws 20
     python benchmarks/diffusion_rounds.py --targets mixture --sizes 256 1024 \\
         --block-sizes none 1s 2s 4s --growth 1 3 --draws 20
+    python benchmarks/diffusion_rounds.py --targets mixture --sizes 1024 4096 \\
+        --speculation-variances none 0.01 --growth 1 3 --draws 20
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import math
 import os
 import subprocess
@@ -63,8 +70,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 TARGETS = ("digits", "mixture")
 FIELDS = [
-    "target", "dim", "n", "block", "growth", "num_slots", "draws", "mean_rounds", "se_rounds",
-    "median_rounds", "p90_rounds", "max_rounds", "mean_queries", "queries_per_n",
+    "target", "dim", "n", "speculation", "block", "growth", "leaf", "num_slots", "draws",
+    "mean_rounds", "se_rounds", "median_rounds", "p90_rounds", "max_rounds", "mean_queries",
+    "queries_per_n",
     "sequential_rounds", "speedup",
     "seconds_per_draw", "compile_seconds", "commit",
 ]  # fmt: skip
@@ -76,8 +84,10 @@ class Cell(NamedTuple):
     target: str
     dim: int
     n: int
+    speculation: str
     block: str
     growth: float
+    leaf: int
     num_slots: int  # the pool size the engine ran with (resolved, not requested)
     rounds: np.ndarray
     queries: np.ndarray
@@ -99,10 +109,15 @@ def make_denoiser(target: str):
     raise ValueError(f"unknown target {target!r}; choose from {TARGETS}")
 
 
-def make_process(target: str, n: int) -> DiffusionProcess:
-    """Stochastic localization of ``target`` on ``default_times(n)`` (t_max = 1000)."""
+def make_process(target: str, n: int, speculation: str = "none") -> DiffusionProcess:
+    """Stochastic localization of ``target`` on ``default_times(n)`` (t_max = 1000); the
+    speculation freezes the drift (``speculation = "none"``) or follows the linear response of
+    a Gaussian of that variance (a number, ``DiffusionProcess(speculation_variance=...)``)."""
     denoiser, dim = make_denoiser(target)
-    return DiffusionProcess(denoiser, dim, default_times(n), name=target)
+    variance = None if speculation.strip().lower() == "none" else float(speculation)
+    return DiffusionProcess(
+        denoiser, dim, default_times(n), name=target, speculation_variance=variance
+    )
 
 
 # --------------------------------------------------------------------------- settings
@@ -116,9 +131,12 @@ def resolve_block(spec: str, n: int) -> int | None:
     return max(1, min(n, int(spec)))
 
 
-def sampler_config(block: str, growth: float, n: int) -> SamplerConfig:
-    """The paper's recursion (explicitly, whatever the package default) with this root block."""
-    return SamplerConfig(method="autospec", block_size=resolve_block(block, n), growth=growth)
+def sampler_config(block: str, growth: float, n: int, leaf: int = 1) -> SamplerConfig:
+    """The paper's recursion (explicitly, whatever the package default) with this root block,
+    residual growth and leaf size."""
+    return SamplerConfig(
+        method="autospec", block_size=resolve_block(block, n), growth=growth, leaf_size=leaf
+    )
 
 
 def engine_capacity(
@@ -145,10 +163,12 @@ def measure(
     draws_per_call: int = 1,
     memory_budget: int = 1 << 30,
     num_slots: int | None = None,
+    leaf: int = 1,
+    speculation: str = "none",
 ) -> Cell:
     """``draws`` engine draws in calls of ``draws_per_call`` (one compilation)."""
-    process = make_process(target, n)
-    config = sampler_config(block, growth, n)
+    process = make_process(target, n, speculation)
+    config = sampler_config(block, growth, n, leaf)
     capacity = engine_capacity(process, memory_budget, num_slots)
     calls = math.ceil(draws / draws_per_call)
     keys = jax.random.split(jax.random.PRNGKey(seed + n), calls * draws_per_call)
@@ -168,8 +188,10 @@ def measure(
         target,
         process.dim,
         n,
+        speculation,
         block,
         growth,
+        leaf,
         plan(process, config, capacity, draws_per_call, keys[0, 0]).num_slots,
         np.concatenate(rounds)[:draws],
         np.concatenate(queries)[:draws],
@@ -186,8 +208,10 @@ def summarize(cell: Cell, commit: str) -> dict:
         "target": cell.target,
         "dim": cell.dim,
         "n": cell.n,
+        "speculation": cell.speculation,
         "block": cell.block,
         "growth": cell.growth,
+        "leaf": cell.leaf,
         "num_slots": cell.num_slots,
         "draws": rounds.size,
         "mean_rounds": round(rounds.mean(), 2),
@@ -217,20 +241,23 @@ def loglog_slope(sizes, values) -> float:
 
 
 def setting(row: dict) -> str:
-    return f"block={row['block']},growth={float(row['growth']):g},slots={row['num_slots']}"
+    return (
+        f"s2={row['speculation']},block={row['block']},growth={float(row['growth']):g},"
+        f"leaf={row['leaf']},slots={row['num_slots']}"
+    )
 
 
 def table(rows: list[dict]) -> str:
     """Fixed-width table of the rows, then the slope of mean rounds per target and setting."""
     header = (
-        f"{'target':<8}{'N':>6} {'setting':<32}{'rounds':>8}{'+-':>6}{'median':>7}{'p90':>7}"
+        f"{'target':<8}{'N':>6} {'setting':<48}{'rounds':>8}{'+-':>6}{'median':>7}{'p90':>7}"
         f"{'max':>6}"
         f"{'queries':>9}{'q/N':>6}{'seq':>6}{'speed-up':>9}{'s/draw':>8}"
     )
     lines = [header]
     for row in rows:
         lines.append(
-            f"{row['target']:<8}{row['n']:>6} {setting(row):<32}{row['mean_rounds']:>8.1f}"
+            f"{row['target']:<8}{row['n']:>6} {setting(row):<48}{row['mean_rounds']:>8.1f}"
             f"{row['se_rounds']:>6.1f}{row['median_rounds']:>7.0f}{row['p90_rounds']:>7.0f}"
             f"{row['max_rounds']:>6}"
             f"{row['mean_queries']:>9.0f}{row['queries_per_n']:>6.1f}"
@@ -243,7 +270,7 @@ def table(rows: list[dict]) -> str:
         slope = loglog_slope(sizes, [r["mean_rounds"] for r in group])
         q_slope = loglog_slope(sizes, [r["mean_queries"] for r in group])
         lines.append(
-            f"  {target:<8} {name:<32} N = {min(sizes)}..{max(sizes)}: rounds {slope:.2f}, "
+            f"  {target:<8} {name:<48} N = {min(sizes)}..{max(sizes)}: rounds {slope:.2f}, "
             f"queries {q_slope:.2f}"
         )
     return "\n".join(lines)
@@ -315,7 +342,9 @@ def main(args: argparse.Namespace) -> list[dict]:
         for target in args.targets:
             for n in args.sizes:
                 for block in args.block_sizes:
-                    for growth in args.growth:
+                    for growth, leaf, speculation in itertools.product(
+                        args.growth, args.leaf_sizes, args.speculation_variances
+                    ):
                         cell = measure(
                             target,
                             n,
@@ -326,6 +355,8 @@ def main(args: argparse.Namespace) -> list[dict]:
                             draws_per_call=args.draws_per_call,
                             memory_budget=args.memory_budget,
                             num_slots=args.num_slots,
+                            leaf=leaf,
+                            speculation=speculation,
                         )
                         row = summarize(cell, commit)
                         rows.append(row)
@@ -358,6 +389,20 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="root block sizes: none (whole path), Cs (C sqrt(N)) or integers",
     )
     parser.add_argument("--growth", type=float, nargs="+", default=[1.0], help="rho values")
+    parser.add_argument(
+        "--leaf-sizes",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="leaf sizes: blocks of at most this many steps are sampled step by step",
+    )
+    parser.add_argument(
+        "--speculation-variances",
+        nargs="+",
+        default=["none"],
+        help="none (the drift frozen over a block, the paper) or s^2 of the linear-response "
+        "speculation (DiffusionProcess speculation_variance)",
+    )
     parser.add_argument(
         "--draws-per-call", type=int, default=1, help="draws sharing one engine pool"
     )

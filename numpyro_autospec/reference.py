@@ -223,7 +223,7 @@ class _Sampler:
         trial, batch = 0, 0
         while True:
             outcomes = []
-            for g in range(trial, trial + batch_size(batch, self.config.growth)):
+            for g in range(trial, trial + batch_size(batch, self.policy.growth)):
                 k_left, k_right, k_acc = p.trial_keys(k_residual, g)
                 left = self.sample_block(k_left, x, a, half, answer)
                 right = self.sample_block(k_right, left.x, a + half, m - half, left.answer_next)

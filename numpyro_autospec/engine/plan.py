@@ -247,7 +247,7 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         return rows * nbytes(row_shape) + nbytes(x_shape)
 
     batch_sizes = np.array(
-        [min(batch_size(r, config.growth), 1 << 24) for r in range(64)], dtype=np.int32
+        [min(batch_size(r, policy.growth), 1 << 24) for r in range(64)], dtype=np.int32
     )
     max_rounds = 64 * (num_steps + 2) * max(1, num_draws) + 1024
     return Plan(

@@ -25,7 +25,12 @@ and the sample is the denoised point :math:`f(t_N, y_N)`.
       \nu_S(y_{a+1}, \dots, y_{a+m}) = \prod_{k=a}^{a+m-1}
           \mathcal{N}(y_{k+1};\, y_k + h_k O_a,\, h_k I),
 
-  a Gaussian random walk with constant drift, drawn in one shot as a cumulative sum.
+  a Gaussian random walk with constant drift, drawn in one shot as a cumulative sum;
+* optionally (``speculation_variance`` :math:`= s^2`), the *linear-response* speculation: the
+  drift of step :math:`k` of the block is :math:`O_a + c_k z_k` with
+  :math:`c_k = s^2/(1 + s^2 t_k)` and :math:`z_k = y_k - y_a - (t_k - t_a) O_a`, the drift
+  of a Gaussian target :math:`\mathcal{N}(\cdot, s^2 I)` (for which it is exact, see
+  :class:`DiffusionProcess`); still a Gaussian path drawn in one shot, from one query.
 
 The sampler's path then has exactly the law of the sequential Euler-Maruyama chain on the same
 grid.  A fine grid (large :math:`N`) is where autospeculation pays: the drift changes little
@@ -210,6 +215,27 @@ class DiffusionProcess:
         :func:`~numpyro_autospec.denoisers.check_time_grid`).
     name:
         site name used in error messages.
+    speculation_variance:
+        ``None`` (default): the speculation of a block freezes the drift at :math:`O_a` (the
+        paper).  A variance :math:`s^2 > 0` (may be traced): the *linear-response*
+        speculation, whose drift at step :math:`k` of the block ``[a, a+m)`` is
+
+        .. math::
+
+            O_a + c_k z_k, \qquad c_k = \frac{s^2}{1 + s^2 t_k}, \qquad
+            z_k = y_k - y_a - (t_k - t_a) O_a .
+
+        For :math:`Y \sim \mathcal{N}(\mu, s^2 I)` the denoiser is
+        :math:`f(t, y) = (\mu + s^2 y)/(1 + s^2 t)` and
+        :math:`f(t_k, y_k) - f(t_a, y_a) = c_k z_k` exactly, so this speculation *is* the
+        target (acceptance 1).  For any target, :math:`c_k` stands for the posterior
+        covariance :math:`\operatorname{Cov}(Y \mid y_{t_k})` (the drift's Jacobian): a
+        Gaussian mixture whose components have variance :math:`s^2` has it once a component
+        is identified, which is where the frozen drift is rejected (docs/diffusion.md, "Where
+        the tail comes from").  A point cloud has :math:`\operatorname{Cov} \to 0` instead:
+        keep ``None`` there.  Every choice is exact (the algorithm is exact for any
+        speculation drawn from its stated density, docs/algorithm.md section 3); it only
+        changes the acceptance.
 
     The state is :class:`DiffusionState`; :meth:`output` is the denoised point
     :math:`f(t_N, y_N)` (``final_query = True``: the samplers query it after the last step) and
@@ -244,6 +270,7 @@ class DiffusionProcess:
         times: ArrayLike,
         *,
         name: str = "y",
+        speculation_variance: float | None = None,
     ) -> None:
         check_denoiser_signature(denoiser, dim, name=f"denoiser of site {name!r}")
         grid = check_time_grid(times, site=name)
@@ -264,6 +291,14 @@ class DiffusionProcess:
         self._log_normalizers = jnp.asarray(
             -0.5 * self.dim * (np.log(2.0 * np.pi) + log_step_sizes), dtype=jnp.float32
         )
+        self.speculation_variance = speculation_variance
+        if speculation_variance is not None:
+            variance = _check_speculation_variance(speculation_variance, name)
+            # c_k = s^2 / (1 + s^2 t_k) and L_k = sum_{i<k} log(1 + h_i c_i), k = 0..N
+            self._responses = variance / (1.0 + variance * self.times[:-1])
+            self._log_growths = jnp.concatenate(
+                [jnp.zeros(1), jnp.cumsum(jnp.log1p(self.step_sizes * self._responses))]
+            )
 
     # -- state ---------------------------------------------------------------------------
     def init(self, key: Array) -> DiffusionState:
@@ -333,22 +368,44 @@ class DiffusionProcess:
 
     # -- speculation -----------------------------------------------------------------------
     def spec_sample(self, key: Array, x: DiffusionState, a: Array, m: Array, answer: Array):
-        """Rows ``a+1 .. a+m`` of the path: the random walk with the drift frozen at
-        ``answer`` :math:`= f(t_a, y_a)`, one cumulative sum of ``N`` masked increments
-        (noise ``normal(key, (N, d))``, row ``k`` for step ``k``).  Other rows are unchanged."""
+        """Rows ``a+1 .. a+m`` of the path drawn from the speculation in one shot (noise
+        ``normal(key, (N, d))``, row ``k`` for step ``k``); other rows are unchanged.
+
+        Frozen drift: the random walk with drift ``answer`` :math:`= O_a = f(t_a, y_a)`, one
+        cumulative sum of masked increments.  Linear response: the deviation from the
+        frozen-drift mean path obeys :math:`z_{k+1} = (1 + h_k c_k) z_k + \\sqrt{h_k}\\,\\xi_k`,
+        :math:`z_a = 0`, solved as :math:`z_{k+1} = e^{L_{k+1}} \\sum_{j=a}^{k} e^{-L_{j+1}}
+        \\sqrt{h_j}\\,\\xi_j` with :math:`L_k = \\sum_{a \\le i < k} \\log(1 + h_i c_i)`:
+        again one cumulative sum."""
         in_block = self._in_block(a, m)[:, None]
         noise = jax.random.normal(key, (self.num_steps, self.dim), jnp.float32)
-        increments = (
-            self.step_sizes[:, None] * answer[None, :] + self._sqrt_step_sizes[:, None] * noise
-        )
-        walk = x.path[a][None, :] + jnp.cumsum(jnp.where(in_block, increments, 0.0), axis=0)
+        if self.speculation_variance is None:
+            increments = (
+                self.step_sizes[:, None] * answer[None, :] + self._sqrt_step_sizes[:, None] * noise
+            )
+            walk = x.path[a][None, :] + jnp.cumsum(jnp.where(in_block, increments, 0.0), axis=0)
+        else:
+            log_growths = self._log_growths[1:] - self._log_growths[a]  # L_{k+1}, from a
+            scaled = jnp.exp(-log_growths)[:, None] * self._sqrt_step_sizes[:, None] * noise
+            deviation = jnp.exp(log_growths)[:, None] * jnp.cumsum(
+                jnp.where(in_block, scaled, 0.0), axis=0
+            )
+            elapsed = self.times[1:] - self.times[a]
+            walk = x.path[a][None, :] + elapsed[:, None] * answer[None, :] + deviation
         return x._replace(path=x.path.at[1:].set(jnp.where(in_block, walk, x.path[1:])))
 
     def spec_logp(self, x: DiffusionState, a: Array, m: Array, answer: Array) -> Array:
-        """:math:`\\sum_{k=a}^{a+m-1} \\log \\mathcal{N}(y_{k+1};\\, y_k + h_k O_a,\\, h_k I)`."""
+        """:math:`\\sum_{k=a}^{a+m-1} \\log \\mathcal{N}(y_{k+1};\\, y_k + h_k b_k,\\, h_k I)`
+        with the speculation's drift :math:`b_k = O_a` (frozen) or
+        :math:`b_k = O_a + c_k z_k` (linear response)."""
+        drift = answer[None, :]
+        if self.speculation_variance is not None:
+            elapsed = self.times[:-1] - self.times[a]
+            deviation = x.path[:-1] - x.path[a][None, :] - elapsed[:, None] * answer[None, :]
+            drift = drift + self._responses[:, None] * deviation
         log_densities = self._increment_log_density(
             x.path[1:] - x.path[:-1],
-            answer[None, :],
+            drift,
             self.step_sizes,
             self._log_normalizers,
         )
@@ -387,6 +444,19 @@ def _check_num_steps(num_steps) -> int:
     if isinstance(num_steps, bool) or not isinstance(num_steps, int | np.integer) or num_steps < 1:
         raise ValueError(f"num_steps must be a positive integer, got {num_steps!r}")
     return int(num_steps)
+
+
+def _check_speculation_variance(variance, name: str) -> Array:
+    """The variance as a float32 array; refused, naming the site, when concrete and not a
+    positive finite scalar."""
+    if not isinstance(variance, jax.core.Tracer):
+        value = np.asarray(variance, dtype=np.float64)
+        if value.shape != () or not (np.isfinite(value) and value > 0):
+            raise DenoiserError(
+                f"site {name!r}: speculation_variance must be a positive finite scalar, "
+                f"got {variance!r}"
+            )
+    return jnp.asarray(variance, dtype=jnp.float32)
 
 
 def _check_t_max(t_max) -> float:

@@ -47,9 +47,12 @@ from tests.gof import assert_two_sample, power_draws, two_sample_chisquare
 THRESHOLD = 1e-4
 NUM_STEPS = 8
 CHAIN_DRAWS = 200_000
-#: the paper's recursion on the whole path (explicit, so that a new default root strategy for
-#: discrete processes cannot change what these tests run)
-CONFIG = SamplerConfig(method="autospec", block_size=None)
+#: the paper's recursion on the whole path with residual growth 1 (explicit, so that a new
+#: default cannot change what these tests run; with larger batches the engine cancels more
+#: trials after an accepted one and does fewer queries than the reference counts, which the
+#: draw-for-draw comparison below would flag: the diffusion default rho = 3 gives the same
+#: values and rounds, e.g. 485 engine queries against 528 counted by the reference)
+CONFIG = SamplerConfig(method="autospec", block_size=None, growth=1.0)
 
 CLOUD = PointCloudDenoiser(
     jnp.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.5, 0.4]], jnp.float32)
@@ -68,6 +71,9 @@ MIXTURE = GaussianMixtureDenoiser(
 CLOUD_PROCESS = DiffusionProcess(CLOUD, 2, default_times(NUM_STEPS, 30.0))
 MIXTURE_PROCESS = DiffusionProcess(MIXTURE, 2, default_times(NUM_STEPS, 10.0))
 PROJECTIONS = ([1.0, 0.0], [0.0, 1.0], [0.6, 0.8], [0.8, -0.6])
+#: s^2 of the linear-response speculation in the tests (the cloud's coordinates have variance
+#: 0.16 and 0.15)
+LINEAR_RESPONSE_VARIANCE = 0.25
 
 
 class TargetWithDoubledVariance(DiffusionProcess):
@@ -165,6 +171,49 @@ def test_harness_rejects_a_wrong_target_density(cloud_chain_categories):
     wrong variance, fails: the residual loop then corrects toward the wrong law."""
     process = TargetWithDoubledVariance(CLOUD, 2, CLOUD_PROCESS.times)
     samples, _ = engine_draws(process, 2, 1000)
+    categories = nearest_point(samples.value)
+    result = two_sample_chisquare(categories, cloud_chain_categories)
+    assert result.p_value < 1e-8, result
+    with pytest.raises(AssertionError, match="two-sample chi-square failed"):
+        assert_two_sample(categories, cloud_chain_categories, threshold=THRESHOLD)
+
+
+# ------------------------------------------------------------------------------ speculations
+#: the linear-response speculation (``speculation_variance``): another speculation, the same law
+LINEAR_CLOUD_PROCESS = DiffusionProcess(
+    CLOUD, 2, CLOUD_PROCESS.times, speculation_variance=LINEAR_RESPONSE_VARIANCE
+)
+
+
+class LinearResponseWithFrozenDensity(DiffusionProcess):
+    """Wrong on purpose: draws the linear-response speculation but reports the frozen drift's
+    density for it, so that ``mu / nu`` is not the density ratio of what was drawn."""
+
+    def spec_logp(self, x, a, m, answer):
+        return CLOUD_PROCESS.spec_logp(x, a, m, answer)  # the same grid, frozen drift
+
+
+def test_engine_with_linear_response_speculation_matches_euler_chain(cloud_chain_categories):
+    """The speculation changes the rounds, never the law: 3200 engine draws with the
+    linear-response speculation against the chain (same power as the frozen drift's test)."""
+    samples, keys = engine_draws(LINEAR_CLOUD_PROCESS, 5, 3200)
+    assert_draws_are_the_reference(LINEAR_CLOUD_PROCESS, samples, keys)
+    assert_two_sample(
+        nearest_point(samples.value),
+        cloud_chain_categories,
+        threshold=THRESHOLD,
+        label="engine with the linear-response speculation vs Euler chain, point cloud",
+    )
+    assert samples.queries.mean() > NUM_STEPS + 1  # the residual loop ran
+
+
+@pytest.mark.slow
+def test_harness_rejects_a_speculation_with_the_wrong_density(cloud_chain_categories):
+    """The same test fails when the speculation's reported density is not that of its draws."""
+    process = LinearResponseWithFrozenDensity(
+        CLOUD, 2, CLOUD_PROCESS.times, speculation_variance=LINEAR_RESPONSE_VARIANCE
+    )
+    samples, _ = engine_draws(process, 5, 3200)
     categories = nearest_point(samples.value)
     result = two_sample_chisquare(categories, cloud_chain_categories)
     assert result.p_value < 1e-8, result

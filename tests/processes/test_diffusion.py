@@ -34,7 +34,7 @@ import pytest
 from scipy import stats
 
 from numpyro_autospec import reference
-from numpyro_autospec.config import SamplerConfig
+from numpyro_autospec.config import DIFFUSION_GROWTH, SamplerConfig
 from numpyro_autospec.denoisers import (
     DenoiserError,
     GaussianMixtureDenoiser,
@@ -129,6 +129,9 @@ def test_constructor_errors_name_the_site():
         DiffusionProcess(CLOUD, 3, [0.0, 1.0], name="pixels")  # CLOUD.dim is 2
     with pytest.raises(DenoiserError, match="'pixels'.*float32\\[2\\]"):
         DiffusionProcess(lambda t, y: jnp.zeros(3), 2, [0.0, 1.0], name="pixels")
+    for variance in (0.0, -1.0, float("nan"), [0.1, 0.2]):
+        with pytest.raises(DenoiserError, match="'pixels'.*speculation_variance"):
+            DiffusionProcess(CLOUD, 2, [0.0, 1.0], name="pixels", speculation_variance=variance)
 
 
 def test_time_grids():
@@ -208,6 +211,71 @@ def test_speculated_block_matches_numpy():
         for k in range(a, a + m)
     )
     np.testing.assert_allclose(process.spec_logp(speculated, a, m, frozen), standard, rtol=1e-5)
+
+
+def test_linear_response_speculation_matches_numpy():
+    """The linear-response speculation against its recursion in float64: drift
+    ``O_a + c_k z_k``, ``c_k = s^2 / (1 + s^2 t_k)``, ``z_k = y_k - y_a - (t_k - t_a) O_a``."""
+    variance = 0.3
+    process = DiffusionProcess(CLOUD, 2, CLOUD_TIMES, speculation_variance=variance)
+    x, a, m = random_path(21), 2, 5
+    frozen = np.asarray(process.query(x, a), np.float64)
+    key = jax.random.PRNGKey(22)
+    speculated = process.spec_sample(key, x, a, m, jnp.asarray(frozen, jnp.float32))
+    noise = np.asarray(jax.random.normal(key, (NUM_STEPS, 2)), np.float64)
+    times = CLOUD_TIMES.astype(np.float64)
+    start = np.asarray(x.path[a], np.float64)
+    expected = start
+
+    def drift(k, y):
+        return frozen + variance / (1 + variance * times[k]) * (
+            y - start - (times[k] - times[a]) * frozen
+        )
+
+    for k in range(a, a + m):
+        h = times[k + 1] - times[k]
+        expected = expected + h * drift(k, expected) + np.sqrt(h) * noise[k]
+        np.testing.assert_allclose(speculated.path[k + 1], expected, rtol=1e-4, atol=1e-4)
+    outside = (np.arange(NUM_STEPS + 1) <= a) | (np.arange(NUM_STEPS + 1) > a + m)
+    np.testing.assert_array_equal(speculated.path[outside], x.path[outside])
+    for state in (x, speculated):
+        path = np.asarray(state.path, np.float64)
+        expected_logp = sum(
+            gaussian_log_density(
+                path[k + 1],
+                path[k] + (times[k + 1] - times[k]) * drift(k, path[k]),
+                times[k + 1] - times[k],
+            )
+            for k in range(a, a + m)
+        )
+        np.testing.assert_allclose(process.spec_logp(state, a, m, frozen), expected_logp, rtol=1e-4)
+    # spec_logp is the density of what spec_sample draws: sum of standard normal terms
+    standard = sum(
+        -np.log(2 * np.pi * (times[k + 1] - times[k])) - 0.5 * np.sum(noise[k] ** 2)
+        for k in range(a, a + m)
+    )
+    np.testing.assert_allclose(process.spec_logp(speculated, a, m, frozen), standard, rtol=1e-4)
+
+
+def test_linear_response_speculation_is_the_target_for_a_gaussian():
+    """For Y ~ N(mu, s^2 I) the drift is linear, f(t_k, y_k) - O_a = c_k z_k: the
+    linear-response speculation with variance s^2 has the target's density on a whole block
+    (acceptance 1), while the frozen drift's is far from it on the same block."""
+    gaussian = GaussianMixtureDenoiser.isotropic(jnp.ones(1), jnp.array([[0.3, -0.2]]), 0.5)
+    times = default_times(64, 100.0)
+    linear = DiffusionProcess(gaussian, 2, times, speculation_variance=0.25)
+    frozen = DiffusionProcess(gaussian, 2, times)
+    x = linear.init(jax.random.PRNGKey(0))
+    for k in range(10):
+        x = linear.target_sample(jax.random.PRNGKey(k), x, k, linear.query(x, k))
+    a, m = 10, 50
+    answer = linear.query(x, a)
+    speculated = linear.spec_sample(jax.random.PRNGKey(23), x, a, m, answer)
+    log_mu = sum(
+        linear.target_logp(speculated, k, linear.query(speculated, k)) for k in range(a, a + m)
+    )
+    assert abs(float(log_mu - linear.spec_logp(speculated, a, m, answer))) < 1e-2
+    assert abs(float(log_mu - frozen.spec_logp(speculated, a, m, answer))) > 1.0
 
 
 def test_speculation_of_one_step_is_a_target_step():
@@ -346,6 +414,22 @@ def test_harness_rejects_a_wrong_density(cloud_euler_categories):
     assert result.p_value < 1e-8, result
     with pytest.raises(AssertionError, match="two-sample chi-square failed"):
         assert_two_sample(nearest_point(values), cloud_euler_categories, threshold=THRESHOLD)
+
+
+def test_default_residual_growth_on_diffusion_is_three():
+    """The diffusion default (``SamplerConfig.growth = None``) runs residual batches of 1, 4,
+    16, ... trials (docs/diffusion.md, "Where the tail comes from"): the same draws and rounds
+    as ``growth=3`` explicitly; the same draws as ``growth=1`` and different rounds."""
+    assert SamplerConfig().root_policy(NUM_STEPS, discrete=False).growth == DIFFUSION_GROWTH == 3
+    assert SamplerConfig().root_policy(NUM_STEPS, discrete=True).growth == 1
+    key = jax.random.PRNGKey(18)
+    default = reference.sample_many(CLOUD_PROCESS, key, 24)
+    three = reference.sample_many(CLOUD_PROCESS, key, 24, SamplerConfig(growth=3.0))
+    one = reference.sample_many(CLOUD_PROCESS, key, 24, SamplerConfig(growth=1.0))
+    for left, right in zip(default, three, strict=True):
+        np.testing.assert_array_equal(left, right)
+    np.testing.assert_array_equal(default[0], one[0])
+    assert (default[1] != one[1]).any()
 
 
 def test_draws_do_not_depend_on_growth_rate():
