@@ -246,6 +246,14 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         """Bytes of one block-scoring call of ``rows`` rows and its gathered state."""
         return rows * nbytes(row_shape) + nbytes(x_shape)
 
+    # root windows scored per round: every draw's window when memory allows (at most one per
+    # draw at a time), not only the verify_lanes that one micro-step verifies -- the windows
+    # scored in a round are verified over its micro-steps, and capping the scoring at
+    # max_transitions would make a large pool of draws wait for rounds
+    window_lanes = max(
+        verify_lanes,
+        min(num_draws, capacity.memory_budget // (2 * score_bytes(policy.score_rows(True)))),
+    )
     batch_sizes = np.array(
         [min(batch_size(r, policy.growth), 1 << 24) for r in range(64)], dtype=np.int32
     )
@@ -263,7 +271,7 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         query_buckets=query_buckets,
         lane_buckets=buckets(num_slots, 4, nbytes(answer_shape) + nbytes(x_shape)),
         block_buckets=buckets(num_slots, 4, score_bytes(policy.score_rows(False))),
-        window_buckets=buckets(verify_lanes, 4, score_bytes(policy.score_rows(True))),
+        window_buckets=buckets(window_lanes, 4, score_bytes(policy.score_rows(True))),
         window_rows=window_rows(policy, nbytes(row_shape) + nbytes(x_shape)),
         answer_rows=answer_rows,
         block_scoring=block_scoring,
