@@ -192,6 +192,17 @@ def test_speculated_block_matches_numpy():
         h = times[k + 1] - times[k]
         expected = expected + h * np.asarray(frozen, np.float64) + np.sqrt(h) * noise[k]
         np.testing.assert_allclose(speculated.path[k + 1], expected, rtol=1e-5, atol=1e-5)
+    assert_speculation_densities(
+        process, x, speculated, (a, m), frozen, noise, lambda k, y: np.asarray(frozen), 1e-5
+    )
+
+
+def assert_speculation_densities(process, x, speculated, block, frozen, noise, drift, rtol):
+    """The speculated block ``(a, m)`` leaves the rest of the path as it was; ``spec_logp`` is
+    the Euler density of ``drift(k, y_k)`` over the block, for the path before and after; and
+    it is the density of the standard normal noise that ``spec_sample`` drew."""
+    a, m = block
+    times = CLOUD_TIMES.astype(np.float64)
     outside = (np.arange(NUM_STEPS + 1) <= a) | (np.arange(NUM_STEPS + 1) > a + m)
     np.testing.assert_array_equal(speculated.path[outside], x.path[outside])
     for state in (x, speculated):
@@ -199,18 +210,17 @@ def test_speculated_block_matches_numpy():
         expected_logp = sum(
             gaussian_log_density(
                 path[k + 1],
-                path[k] + (times[k + 1] - times[k]) * np.asarray(frozen),
+                path[k] + (times[k + 1] - times[k]) * drift(k, path[k]),
                 times[k + 1] - times[k],
             )
             for k in range(a, a + m)
         )
-        np.testing.assert_allclose(process.spec_logp(state, a, m, frozen), expected_logp, rtol=1e-5)
-    # spec_logp is the density of what spec_sample draws: sum of standard normal terms
+        np.testing.assert_allclose(process.spec_logp(state, a, m, frozen), expected_logp, rtol=rtol)
     standard = sum(
         -np.log(2 * np.pi * (times[k + 1] - times[k])) - 0.5 * np.sum(noise[k] ** 2)
         for k in range(a, a + m)
     )
-    np.testing.assert_allclose(process.spec_logp(speculated, a, m, frozen), standard, rtol=1e-5)
+    np.testing.assert_allclose(process.spec_logp(speculated, a, m, frozen), standard, rtol=rtol)
 
 
 def test_linear_response_speculation_matches_numpy():
@@ -236,25 +246,7 @@ def test_linear_response_speculation_matches_numpy():
         h = times[k + 1] - times[k]
         expected = expected + h * drift(k, expected) + np.sqrt(h) * noise[k]
         np.testing.assert_allclose(speculated.path[k + 1], expected, rtol=1e-4, atol=1e-4)
-    outside = (np.arange(NUM_STEPS + 1) <= a) | (np.arange(NUM_STEPS + 1) > a + m)
-    np.testing.assert_array_equal(speculated.path[outside], x.path[outside])
-    for state in (x, speculated):
-        path = np.asarray(state.path, np.float64)
-        expected_logp = sum(
-            gaussian_log_density(
-                path[k + 1],
-                path[k] + (times[k + 1] - times[k]) * drift(k, path[k]),
-                times[k + 1] - times[k],
-            )
-            for k in range(a, a + m)
-        )
-        np.testing.assert_allclose(process.spec_logp(state, a, m, frozen), expected_logp, rtol=1e-4)
-    # spec_logp is the density of what spec_sample draws: sum of standard normal terms
-    standard = sum(
-        -np.log(2 * np.pi * (times[k + 1] - times[k])) - 0.5 * np.sum(noise[k] ** 2)
-        for k in range(a, a + m)
-    )
-    np.testing.assert_allclose(process.spec_logp(speculated, a, m, frozen), standard, rtol=1e-4)
+    assert_speculation_densities(process, x, speculated, (a, m), frozen, noise, drift, 1e-4)
 
 
 def test_linear_response_speculation_is_the_target_for_a_gaussian():
