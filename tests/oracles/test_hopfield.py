@@ -18,7 +18,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numpyro_autospec.engine import run
 from numpyro_autospec.learned import random_order_law
 from numpyro_autospec.oracles import (
     FunctionOracle,
@@ -28,7 +27,6 @@ from numpyro_autospec.oracles import (
     hopfield_log_marginals,
 )
 from numpyro_autospec.oracles.hopfield import hopfield_log_conditionals
-from numpyro_autospec.processes import AnyOrderProcess
 from tests.gof import assert_gof, chisquare_gof, encode_configurations
 from tests.oracles.brute_force import (
     batched_answers,
@@ -36,6 +34,7 @@ from tests.oracles.brute_force import (
     logsumexp,
     random_queries,
 )
+from tests.oracles.engine_draws import engine_draws
 
 N, R = 7, 3
 
@@ -200,18 +199,11 @@ def test_consistency_check_accepts_the_block_form_and_catches_a_wrong_one():
 GOF_N, GOF_DRAWS = 5, 30_000
 
 
-def engine_draws(oracle, seed):
-    process = AnyOrderProcess(oracle, GOF_N, 2)
-    keys = jax.random.split(jax.random.PRNGKey(seed), GOF_DRAWS)
-    draws = jax.jit(lambda k: run(process, k))
-    return np.concatenate([np.asarray(draws(chunk).value) for chunk in np.split(keys, 3)])
-
-
 @pytest.fixture(scope="module")
 def gof_oracle():
     oracle = HopfieldOracle.random(jax.random.PRNGKey(8), GOF_N, 3, beta=3.0, h=0.2)
     set_form = FunctionOracle(oracle.log_marginals, GOF_N, 2)  # block form derived from it
-    draws = engine_draws(oracle, 9)
+    draws = engine_draws(oracle, GOF_N, GOF_DRAWS, 9)
     return oracle, draws, random_order_law(set_form).ravel()
 
 

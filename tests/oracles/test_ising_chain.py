@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numpyro_autospec.engine import run
 from numpyro_autospec.learned import random_order_law
 from numpyro_autospec.oracles import (
     IsingChainOracle,
@@ -24,7 +23,6 @@ from numpyro_autospec.oracles import (
     ising_chain_log_marginals,
 )
 from numpyro_autospec.oracles.ising_chain import ising_chain_log_conditionals
-from numpyro_autospec.processes import AnyOrderProcess
 from tests.gof import assert_gof, chisquare_gof, encode_configurations
 from tests.oracles.brute_force import (
     assert_rows_close,
@@ -35,6 +33,7 @@ from tests.oracles.brute_force import (
     logsumexp,
     random_queries,
 )
+from tests.oracles.engine_draws import engine_draws
 
 # couplings and fields are arguments: one compilation per n for all the Hypothesis examples.
 batched_core = jax.jit(jax.vmap(ising_chain_log_marginals, in_axes=(None, None, 0, 0)))
@@ -262,17 +261,10 @@ def test_consistency_check_accepts_the_block_form_and_catches_a_wrong_one():
 GOF_N, GOF_DRAWS = 5, 30_000
 
 
-def engine_draws(oracle, seed):
-    process = AnyOrderProcess(oracle, GOF_N, 2)
-    keys = jax.random.split(jax.random.PRNGKey(seed), GOF_DRAWS)
-    draws = jax.jit(lambda k: run(process, k))
-    return np.concatenate([np.asarray(draws(chunk).value) for chunk in np.split(keys, 3)])
-
-
 @pytest.fixture(scope="module")
 def gof_draws():
     chain = IsingChainOracle(*random_chain(np.random.default_rng(9), GOF_N))
-    return chain, engine_draws(chain, 10)
+    return chain, engine_draws(chain, GOF_N, GOF_DRAWS, 10)
 
 
 @pytest.mark.slow
