@@ -10,6 +10,13 @@ row where the oracle scores blocks).
 
     .venv/bin/python benchmarks/seconds.py                      # every case, table + CSV + plot
     .venv/bin/python benchmarks/seconds.py --cases cw-4096 mlp-256
+    .venv/bin/python benchmarks/seconds.py --memory --cases cw-16384 potts-1024-q512
+
+``--memory`` measures instead the memory of *one* autospeculation draw (``engine.run`` on one
+key, default config), each case in a fresh process that does nothing else: peak RSS after
+building the process (the baseline: Python, JAX, the oracle), after compiling, and after the
+draw, with the scratch memory XLA planned for the program (``memory_analysis``).  The timing
+runs above report a larger peak: both samplers, and a pool of ``--draws`` draws.
 
 Seconds are machine- and load-dependent: compare the ratios of one run (docs/benchmarks.md).
 """
@@ -115,6 +122,45 @@ def measure(case: str, draws: int, repeats: int) -> dict:
     return row
 
 
+def measure_memory(case: str) -> dict:
+    """Peak RSS of one autospeculation draw of ``case``, in this (fresh) process."""
+    from numpyro_autospec.engine import run
+
+    def peak_mb() -> float:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    process = make_process(case)
+    baseline = peak_mb()
+    compiled = jax.jit(lambda key: run(process, key[None])).lower(jax.random.PRNGKey(0)).compile()
+    after_compile = peak_mb()
+    samples = jax.block_until_ready(compiled(jax.random.PRNGKey(0)))
+    analysis = compiled.memory_analysis()
+    return {
+        "case": case,
+        "baseline_rss_mb": baseline,
+        "compiled_rss_mb": after_compile,
+        "peak_rss_mb": peak_mb(),
+        "xla_temp_mb": analysis.temp_size_in_bytes / 2**20
+        if analysis is not None
+        else float("nan"),
+        "rounds": int(samples.rounds[0]),
+    }
+
+
+def memory_table(rows: list[dict]) -> str:
+    lines = [
+        "| case | baseline RSS MB | after compile MB | peak RSS, one draw MB | XLA scratch MB "
+        "| rounds |",
+        "|" + "---|" * 6,
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['case']} | {r['baseline_rss_mb']:.0f} | {r['compiled_rss_mb']:.0f} "
+            f"| {r['peak_rss_mb']:.0f} | {r['xla_temp_mb']:.0f} | {r['rounds']} |"
+        )
+    return "\n".join(lines)
+
+
 def table(rows: list[dict]) -> str:
     header = (
         "| case | sequential s/draw | autospec s/draw | speed-up | speed-up, "
@@ -156,23 +202,36 @@ def plot(rows: list[dict], path: str) -> None:
 
 def main(args: argparse.Namespace) -> None:
     if args.child:
-        print(json.dumps(measure(args.child, args.draws, args.repeats)))
+        row = (
+            measure_memory(args.child)
+            if args.memory
+            else measure(args.child, args.draws, args.repeats)
+        )
+        print(json.dumps(row))
         return
+    format_table = memory_table if args.memory else table
     rows = []
     for case in args.cases:
         command = [sys.executable, __file__, "--child", case]
         command += ["--draws", str(args.draws), "--repeats", str(args.repeats)]
+        command += ["--memory"] if args.memory else []
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             print(f"{case}: failed\n{result.stderr[-2000:]}", file=sys.stderr)
             continue
         rows.append(json.loads(result.stdout.strip().splitlines()[-1]))
-        print(table(rows[-1:]).splitlines()[-1], flush=True)
+        print(format_table(rows[-1:]).splitlines()[-1], flush=True)
     if not rows:
         return
     print()
-    print(table(rows))
+    print(format_table(rows))
     os.makedirs(args.out, exist_ok=True)
+    if args.memory:
+        with open(os.path.join(args.out, "memory.csv"), "w", newline="") as file:
+            writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        return
     with open(os.path.join(args.out, "seconds.csv"), "w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -191,6 +250,11 @@ if __name__ == "__main__":
     )
     parser.add_argument("--draws", type=int, default=8, help="draws per call (many-draw rate)")
     parser.add_argument("--repeats", type=int, default=3, help="timed calls after the first")
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="measure the peak RSS of one autospeculation draw per case instead (memory.csv)",
+    )
     parser.add_argument("--out", default=os.path.join(HERE, "results"), help="CSV and plot")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     main(parser.parse_args())
