@@ -24,7 +24,7 @@ The script
 
 Run::
 
-    python examples/diffusion_digits.py                        # about 2 minutes on 2 CPU cores
+    python examples/diffusion_digits.py                        # about 70 s on 2 CPU cores
     python examples/diffusion_digits.py --sizes 64 256 1024 --num-samples 8
 """
 

@@ -28,7 +28,7 @@ The script
 
 Run::
 
-    python examples/learned_diffusion.py                  # about 4 minutes on 2 CPU cores
+    python examples/learned_diffusion.py                  # about a minute on 2 CPU cores
     python examples/learned_diffusion.py --num-steps 512 --train-steps 8000
 """
 

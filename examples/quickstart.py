@@ -20,7 +20,7 @@ The script
 
 Run::
 
-    python examples/quickstart.py                  # n = 256, about a minute on 2 CPU cores
+    python examples/quickstart.py                  # n = 256, about 20 s on 2 CPU cores
     python examples/quickstart.py --num-positions 1024 --num-samples 100
 """
 

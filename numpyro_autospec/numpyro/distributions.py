@@ -408,6 +408,12 @@ class StochasticLocalization(OracleDistribution):
     :param dim: :math:`d`.
     :param times: strictly increasing grid starting at 0; only its length is static (the
         values may be traced: a model argument under ``jit``, or computed in the model).
+    :param speculation_variance: ``None`` (default) for the paper's speculation, which
+        freezes the drift over a block; a variance :math:`s^2 > 0` (may be traced) for the
+        *linear-response* speculation, exact for :math:`Y \sim \mathcal N(\mu, s^2 I)` and
+        far fewer rounds when the target is a mixture of components of about that variance
+        (:class:`~numpyro_autospec.processes.diffusion.DiffusionProcess`,
+        docs/diffusion.md).  It changes the rounds, never the law.
     :param validate_args: NumPyro's flag.
 
     >>> import jax, jax.numpy as jnp
@@ -420,21 +426,34 @@ class StochasticLocalization(OracleDistribution):
     (4, 2)
     """
 
-    pytree_data_fields = ("times", "denoiser")
+    pytree_data_fields = ("times", "denoiser", "speculation_variance")
     pytree_oracle_fields = ("denoiser",)
     pytree_aux_fields = ("denoiser", "dim")
 
-    def __init__(self, denoiser, dim: int, times, validate_args=None):
+    def __init__(
+        self,
+        denoiser,
+        dim: int,
+        times,
+        speculation_variance=None,
+        validate_args=None,
+    ):
         from numpyro_autospec.denoisers.validation import (
             check_denoiser_signature,
             check_time_grid,
         )
+        from numpyro_autospec.processes.diffusion import check_speculation_variance
 
         d = _positive_int(dim, "dim")
         self.times = check_time_grid(times)
         check_denoiser_signature(denoiser, d)
         self.denoiser = denoiser
         self.dim = d
+        self.speculation_variance = (
+            None
+            if speculation_variance is None
+            else check_speculation_variance(speculation_variance)
+        )
         super().__init__(batch_shape=(), event_shape=(d,), validate_args=validate_args)
 
     support = constraints.real_vector
@@ -443,7 +462,13 @@ class StochasticLocalization(OracleDistribution):
         """The :class:`~numpyro_autospec.processes.diffusion.DiffusionProcess` on the grid."""
         from numpyro_autospec.processes.diffusion import DiffusionProcess
 
-        return DiffusionProcess(self.denoiser, self.dim, self.times, name=name)
+        return DiffusionProcess(
+            self.denoiser,
+            self.dim,
+            self.times,
+            name=name,
+            speculation_variance=self.speculation_variance,
+        )
 
     def validate_oracle(self, name: str) -> None:
         from numpyro_autospec.denoisers.validation import validate_denoiser

@@ -66,6 +66,7 @@ __all__ = [
     "DEFAULT_T_MAX",
     "DiffusionProcess",
     "DiffusionState",
+    "check_speculation_variance",
     "default_times",
     "uniform_times",
 ]
@@ -293,7 +294,7 @@ class DiffusionProcess:
         )
         self.speculation_variance = speculation_variance
         if speculation_variance is not None:
-            variance = _check_speculation_variance(speculation_variance, name)
+            variance = check_speculation_variance(speculation_variance, site=name)
             # c_k = s^2 / (1 + s^2 t_k) and L_k = sum_{i<k} log(1 + h_i c_i), k = 0..N
             self._responses = variance / (1.0 + variance * self.times[:-1])
             self._log_growths = jnp.concatenate(
@@ -446,15 +447,21 @@ def _check_num_steps(num_steps) -> int:
     return int(num_steps)
 
 
-def _check_speculation_variance(variance, name: str) -> Array:
-    """The variance as a float32 array; refused, naming the site, when concrete and not a
-    positive finite scalar."""
+def check_speculation_variance(variance, site: str | None = None) -> Array:
+    """The linear-response speculation's variance as a float32 array; a concrete value that is
+    not a positive finite scalar is refused with a
+    :class:`~numpyro_autospec.denoisers.DenoiserError` (naming ``site`` when given).  A traced
+    value passes: only its shape is checked."""
+    prefix = "" if site is None else f"site {site!r}: "
+    if jnp.shape(variance) != ():
+        raise DenoiserError(
+            f"{prefix}speculation_variance must be a scalar, got shape {jnp.shape(variance)}"
+        )
     if not isinstance(variance, jax.core.Tracer):
         value = np.asarray(variance, dtype=np.float64)
-        if value.shape != () or not (np.isfinite(value) and value > 0):
+        if not (np.isfinite(value) and value > 0):
             raise DenoiserError(
-                f"site {name!r}: speculation_variance must be a positive finite scalar, "
-                f"got {variance!r}"
+                f"{prefix}speculation_variance must be a positive finite scalar, got {variance!r}"
             )
     return jnp.asarray(variance, dtype=jnp.float32)
 

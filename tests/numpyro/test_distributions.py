@@ -240,3 +240,34 @@ def test_stochastic_localization():
         d.log_prob(y)
     with pytest.raises(Exception, match="times"):
         StochasticLocalization(PointCloudDenoiser(points), dim=2, times=np.array([0.0, 1.0, 0.5]))
+
+
+def test_stochastic_localization_passes_its_speculation_variance_to_the_process():
+    diffusion = pytest.importorskip("numpyro_autospec.processes.diffusion")
+    from numpyro_autospec.denoisers import PointCloudDenoiser
+
+    denoiser = PointCloudDenoiser(jnp.array([[0.0, 0.0], [1.0, 0.0]]))
+    times = diffusion.uniform_times(8, 50.0)
+    d = StochasticLocalization(denoiser, dim=2, times=times, speculation_variance=0.25)
+    process = d.make_process("y")
+    assert float(process.speculation_variance) == 0.25
+    assert StochasticLocalization(denoiser, 2, times).make_process("y").speculation_variance is None
+    # a pytree: the variance is data (flattened and rebuilt, e.g. by vmap over a latent)
+    rebuilt = jax.tree.unflatten(*reversed(jax.tree.flatten(d)))
+    assert float(rebuilt.speculation_variance) == 0.25
+
+
+@pytest.mark.parametrize(
+    "variance, message",
+    [
+        (-1.0, r"^speculation_variance must be a positive finite scalar, got -1.0$"),
+        (float("nan"), r"^speculation_variance must be a positive finite scalar, got nan$"),
+        (np.ones(2), r"^speculation_variance must be a scalar, got shape \(2,\)$"),
+    ],
+)
+def test_stochastic_localization_refuses_a_bad_speculation_variance(variance, message):
+    from numpyro_autospec.denoisers import DenoiserError, PointCloudDenoiser
+
+    denoiser = PointCloudDenoiser(jnp.array([[0.0, 0.0], [1.0, 0.0]]))
+    with pytest.raises(DenoiserError, match=message):
+        StochasticLocalization(denoiser, 2, np.linspace(0.0, 1.0, 5), speculation_variance=variance)

@@ -148,6 +148,33 @@ def test_time_grid_as_a_jit_model_argument_matches_the_concrete_grid():
     np.testing.assert_allclose(traced, np.asarray(concrete.get_samples()["y"]), atol=1e-5)
 
 
+def variance_model(variance):
+    numpyro.sample(
+        "y",
+        StochasticLocalization(
+            PointCloudDenoiser(POINTS), 2, times=GRID, speculation_variance=variance
+        ),
+    )
+
+
+def test_speculation_variance_as_a_jit_model_argument_matches_the_concrete_one():
+    """The linear-response speculation's variance is data: traced (``jit_model_args``) it
+    gives the draws of the same variance given as a number."""
+    traced = MCMC(
+        AutospecKernel(variance_model),
+        num_warmup=0,
+        num_samples=3,
+        jit_model_args=True,
+        progress_bar=False,
+    )
+    traced.run(jax.random.PRNGKey(3), jnp.float32(0.05))
+    concrete = MCMC(AutospecKernel(variance_model), num_warmup=0, num_samples=3, progress_bar=False)
+    concrete.run(jax.random.PRNGKey(3), 0.05)
+    np.testing.assert_allclose(
+        np.asarray(traced.get_samples()["y"]), np.asarray(concrete.get_samples()["y"]), atol=1e-5
+    )
+
+
 def test_prior_predictive_with_a_traced_grid():
     def model():
         t_max = numpyro.sample("t_max", dist.Uniform(150.0, 250.0))
