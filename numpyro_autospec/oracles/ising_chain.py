@@ -105,29 +105,40 @@ def _transfer_table(couplings: Array, fields: Array) -> Array:
     )
     num_steps = level.shape[0]
     identity = jnp.where(jnp.eye(2, dtype=bool), 0.0, -jnp.inf).astype(jnp.float32)
-    levels = [level]
-    for k in range(1, num_steps.bit_length()):
-        width = 1 << (k - 1)
-        following = jnp.concatenate(
-            [level[width:], jnp.broadcast_to(identity, (min(width, num_steps), 2, 2))]
-        )[:num_steps]
+    # the levels in one loop (not unrolled: the table is inlined wherever the engine asks for
+    # conditionals, and an unrolled table made the program several times larger)
+    identities = jnp.broadcast_to(identity, (num_steps, 2, 2))
+
+    def next_level(level: Array, k: Array) -> tuple[Array, Array]:
+        width = jnp.left_shift(1, k - 1)  # at most num_steps / 2
+        following = jax.lax.dynamic_slice_in_dim(
+            jnp.concatenate([level, identities]), width, num_steps
+        )
         level = _log_matmul(level, following)
         level = level - jnp.max(level, axis=(1, 2), keepdims=True)
-        levels.append(level)
-    return jnp.stack(levels)
+        return level, level
+
+    ks = jnp.arange(1, num_steps.bit_length(), dtype=jnp.int32)
+    _, levels = jax.lax.scan(next_level, level, ks)
+    return jnp.concatenate([level[None], levels])
 
 
 def _rank_minima(padded_ranks: Array) -> Array:
     """Sparse table of range minima: level ``k``, entry ``i`` is the least rank among padded
     sites ``i .. i + 2^k - 1`` (the int32 maximum past the end), ``[K, n + 2]``."""
     size = padded_ranks.shape[0]
-    fill = jnp.iinfo(jnp.int32).max
-    level, levels = padded_ranks, [padded_ranks]
-    for k in range(1, size.bit_length()):
-        width = 1 << (k - 1)
-        level = jnp.minimum(level, jnp.concatenate([level[width:], jnp.full(width, fill)])[:size])
-        levels.append(level)
-    return jnp.stack(levels)
+    fills = jnp.full(size, jnp.iinfo(jnp.int32).max, jnp.int32)
+
+    def next_level(level: Array, k: Array) -> tuple[Array, Array]:
+        width = jnp.left_shift(1, k - 1)
+        level = jnp.minimum(
+            level, jax.lax.dynamic_slice_in_dim(jnp.concatenate([level, fills]), width, size)
+        )
+        return level, level
+
+    ks = jnp.arange(1, size.bit_length(), dtype=jnp.int32)
+    _, levels = jax.lax.scan(next_level, padded_ranks, ks)
+    return jnp.concatenate([padded_ranks[None], levels])
 
 
 def ising_chain_log_conditionals(
@@ -181,19 +192,25 @@ def ising_chain_log_conditionals(
     size = n + 2
     here = sites + 1  # padded index of each row's site
 
-    # nearest pinned site left of ``here``: move ``start`` left over runs of unpinned sites
-    start = here
-    for k in reversed(range(minima.shape[0])):
-        candidate = start - (1 << k)
+    # binary lifting and message passing over the levels, largest first, as loops (see
+    # _transfer_table)
+    num_minima, num_levels = minima.shape[0], table.shape[0]
+
+    def move_left(i: int, start: Array) -> Array:
+        """Nearest pinned site left of ``here``: move ``start`` left over unpinned runs."""
+        k = num_minima - 1 - i
+        candidate = start - jnp.left_shift(1, k)
         unpinned = minima[k, jnp.maximum(candidate, 0)] >= prefix_lengths
-        start = jnp.where((candidate >= 0) & unpinned, candidate, start)
-    left = start - 1
-    # nearest pinned site right of ``here``
-    stop = here + 1
-    for k in reversed(range(minima.shape[0])):
+        return jnp.where((candidate >= 0) & unpinned, candidate, start)
+
+    def move_right(i: int, stop: Array) -> Array:
+        k = num_minima - 1 - i
         unpinned = minima[k, jnp.minimum(stop, size - 1)] >= prefix_lengths
-        stop = jnp.where((stop + (1 << k) <= size) & unpinned, stop + (1 << k), stop)
-    right = stop
+        step = jnp.left_shift(1, k)
+        return jnp.where((stop + step <= size) & unpinned, stop + step, stop)
+
+    left = jax.lax.fori_loop(0, num_minima, move_left, here) - 1
+    right = jax.lax.fori_loop(0, num_minima, move_right, here + 1)
 
     def point_mass(values: Array) -> Array:
         return jnp.where(jnp.arange(2)[None, :] == values[:, None], 0.0, -jnp.inf)
@@ -201,22 +218,33 @@ def ising_chain_log_conditionals(
     def normalized(messages: Array) -> Array:
         return messages - jnp.max(messages, axis=-1, keepdims=True)
 
-    # forward message from the left neighbour to the site: runs tiling [left, here)
-    forward, position = point_mass(padded_values[left]), left
-    for k in reversed(range(table.shape[0])):
-        take = ((here - left) >> k) & 1 == 1
+    def forward_run(i: int, carry: tuple[Array, Array]) -> tuple[Array, Array]:
+        """Forward message from the left neighbour: the runs tiling ``[left, here)``."""
+        forward, position = carry
+        k = num_levels - 1 - i
+        take = (jnp.right_shift(here - left, k) & 1) == 1
         block = table[k, jnp.minimum(position, n)]  # [L, 2, 2]
         stepped = normalized(jax.nn.logsumexp(forward[:, :, None] + block, axis=1))
         forward = jnp.where(take[:, None], stepped, forward)
-        position = jnp.where(take, position + (1 << k), position)
-    # backward message from the right neighbour to the site: runs tiling [here, right)
-    backward, position = point_mass(padded_values[right]), right
-    for k in reversed(range(table.shape[0])):
-        take = ((right - here) >> k) & 1 == 1
-        block = table[k, jnp.clip(position - (1 << k), 0, n)]
+        return forward, jnp.where(take, position + jnp.left_shift(1, k), position)
+
+    def backward_run(i: int, carry: tuple[Array, Array]) -> tuple[Array, Array]:
+        """Backward message from the right neighbour: the runs tiling ``[here, right)``."""
+        backward, position = carry
+        k = num_levels - 1 - i
+        take = (jnp.right_shift(right - here, k) & 1) == 1
+        width = jnp.left_shift(1, k)
+        block = table[k, jnp.clip(position - width, 0, n)]
         stepped = normalized(jax.nn.logsumexp(block + backward[:, None, :], axis=2))
         backward = jnp.where(take[:, None], stepped, backward)
-        position = jnp.where(take, position - (1 << k), position)
+        return backward, jnp.where(take, position - width, position)
+
+    forward, _ = jax.lax.fori_loop(
+        0, num_levels, forward_run, (point_mass(padded_values[left]), left)
+    )
+    backward, _ = jax.lax.fori_loop(
+        0, num_levels, backward_run, (point_mass(padded_values[right]), right)
+    )
 
     rows = forward + backward
     rows = rows - jax.nn.logsumexp(rows, axis=1, keepdims=True)

@@ -7,6 +7,8 @@ stronger than a law-level comparison; the goodness-of-fit tests then check the l
 draw counts the slow reference cannot afford.
 """
 
+import functools
+
 import jax
 import numpy as np
 import pytest
@@ -49,9 +51,30 @@ def probs_of(log_probs):
     return np.exp(np.asarray(log_probs, np.float64)).ravel()
 
 
-def engine_draws(process, key, num_draws, config, capacity=None, chunk=5000):
-    """Draws in chunks of one pool each (jit once per chunk size)."""
-    fn = jax.jit(lambda keys: run(process, keys, config, capacity))
+@functools.cache
+def compiled_run(num_positions, num_categories, config, capacity):
+    """``engine.run`` compiled once per shape, config and capacity, the oracle an argument:
+    its parameters are data, so the oracles of one shape (random tables, Ising chains) share
+    one compilation."""
+
+    def draw(oracle, keys):
+        return run(AnyOrderProcess(oracle, num_positions, num_categories), keys, config, capacity)
+
+    return jax.jit(draw)
+
+
+def engine_draws(process, key, num_draws, config, capacity=None, chunk=5000, share=True):
+    """Draws in chunks of one pool each.  A process without observed sites or a fixed order
+    runs through :func:`compiled_run` (``share=False``: a compilation of its own, for a
+    monkeypatched engine), any other once per call and chunk size."""
+    if share and process.num_observed == 0 and process.order is None:
+        compiled = compiled_run(process.num_positions, process.num_categories, config, capacity)
+
+        def fn(keys):
+            return compiled(process.oracle, keys)
+
+    else:
+        fn = jax.jit(lambda keys: run(process, keys, config, capacity))
     keys = jax.random.split(key, num_draws)
     outs = [fn(keys[i : i + chunk]) for i in range(0, num_draws, chunk)]
     value = np.concatenate([np.asarray(o.value) for o in outs])
@@ -77,8 +100,9 @@ def test_capacities_do_not_change_draws(name):
     config = CONFIGS[name]
     process = AnyOrderProcess(random_table(1), N, Q)
     key = jax.random.PRNGKey(12)
-    ample, ample_rounds, _ = engine_draws(process, key, 40, config)
-    starved, starved_rounds, _ = engine_draws(process, key, 40, config, STARVED)
+    # 60 draws: the ample run shares test_draws_equal_the_reference's compilation
+    ample, ample_rounds, _ = engine_draws(process, key, 60, config)
+    starved, starved_rounds, _ = engine_draws(process, key, 60, config, STARVED)
     np.testing.assert_array_equal(starved, ample)
     assert starved_rounds.mean() >= ample_rounds.mean()
 
@@ -179,7 +203,7 @@ def test_wrong_sampler_is_caught(monkeypatch):
     monkeypatch.setattr(transitions, "residual_accepts", lambda key, log_mu, log_nu: True)
     oracle = random_table(2)
     value, _, _ = engine_draws(
-        AnyOrderProcess(oracle, N, Q), jax.random.PRNGKey(13), 8_000, CONFIGS["paper"]
+        AnyOrderProcess(oracle, N, Q), jax.random.PRNGKey(13), 8_000, CONFIGS["paper"], share=False
     )
     result = chisquare_gof(encode_configurations(value, Q), probs_of(oracle.log_probs))
     assert result.p_value <= 1e-4
