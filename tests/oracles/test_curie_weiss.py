@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from numpyro_autospec.oracles import CurieWeissOracle, OracleError, curie_weiss_log_marginals
+from numpyro_autospec.oracles.curie_weiss import curie_weiss_log_conditionals
 from tests.oracles.brute_force import (
     assert_rows_close,
     batched_answers,
@@ -39,6 +40,56 @@ def test_conditionals_match_enumeration(n, beta, h, seed):
         expected = conditional_marginals(log_joint, 2, x, mask)
         assert_rows_close(answer, expected, mask, atol=2e-6)
         np.testing.assert_allclose(logsumexp(answer, axis=1), 0.0, atol=1e-6)
+
+
+# the block form with beta and h traced: one program holds both of its paths (one exponential
+# for |beta| <= 16, two log-sum-exps above), chosen inside it
+block_core = jax.jit(curie_weiss_log_conditionals)
+
+
+@given(
+    n=st.sampled_from([1, 2, 7, 33]),
+    beta=st.one_of(st.floats(-3.0, 3.0), st.floats(15.0, 40.0), st.floats(-40.0, -15.0)),
+    h=st.floats(-2.0, 2.0),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_block_rows_equal_the_set_form(n, beta, h, seed):
+    """Row j of ``log_conditionals`` is ``log_marginals`` given the sites of rank below
+    ``prefix_lengths[j]``, on both sides of the one-exponential threshold."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 2, n).astype(np.int32)
+    ranks = rng.permutation(n).astype(np.int32)
+    prefix_lengths = rng.integers(0, n + 1, 9).astype(np.int32)
+    sites = rng.integers(0, n, 9).astype(np.int32)
+    rows = np.asarray(block_core(beta, h, x, ranks, sites, prefix_lengths), np.float64)
+    for row, site, length in zip(rows, sites, prefix_lengths, strict=True):
+        expected = curie_weiss_log_marginals(beta, h, x, ranks < length)[site]
+        np.testing.assert_allclose(np.exp(row), np.exp(np.asarray(expected)), atol=1e-5)
+
+
+@pytest.mark.parametrize("beta, h", [(1.0, 0.0), (3.0, -0.2), (-2.0, 0.1), (20.0, 1.0)])
+def test_block_rows_of_four_thousand_sites_against_float64(beta, h):
+    """A block of 600 rows at n = 4096 (several chunks) against the sums in float64."""
+    from scipy.special import gammaln as log_gamma
+    from scipy.special import logsumexp as log_sum_exp
+
+    n = 4096
+    rng = np.random.default_rng(7)
+    x = (rng.random(n) < 0.6).astype(np.int32)
+    ranks = rng.permutation(n).astype(np.int32)
+    prefix_lengths = np.sort(rng.integers(0, n + 1, 600)).astype(np.int32)
+    rows = block_core(beta, h, x, ranks, ranks[:600], prefix_lengths)
+    spin_sums = np.concatenate([[0], np.cumsum(2 * x[np.argsort(ranks)] - 1)])
+    for row, length in zip(np.exp(np.asarray(rows, np.float64)), prefix_lengths, strict=True):
+        others = max(n - 1 - length, 0)
+        ups = np.arange(others + 1)
+        rest = spin_sums[length] + 2 * ups - others
+        log_binomials = log_gamma(others + 1) - log_gamma(ups + 1) - log_gamma(others - ups + 1)
+        logs = [
+            log_sum_exp(log_binomials + beta / (2 * n) * (rest + s) ** 2 + h * (rest + s))
+            for s in (-1, 1)
+        ]
+        np.testing.assert_allclose(row, np.exp(np.array(logs) - log_sum_exp(logs)), atol=2e-5)
 
 
 def test_class_is_the_functional_core_under_jit_and_vmap():
