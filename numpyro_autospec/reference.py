@@ -88,7 +88,9 @@ class _Jitted:
     Answers hold ``policy.answer_rows`` rows (a speculation query serves every block up to
     that size); single-step queries (leaves, scoring steps, the final query) hold one; with
     ``process.scores_blocks`` the scoring steps of a block are one ``score_block`` call of
-    ``policy.score_rows(window)`` rows, as in the engine.
+    ``policy.score_rows(window)`` rows, the most a block needs.  The engine asks for fewer
+    when every block of its round is shorter (``Plan.window_rows``); the rows a block uses
+    are the same, so the draws are too (``tests/engine/test_window_rows.py``).
     """
 
     def __init__(self, process, policy):
