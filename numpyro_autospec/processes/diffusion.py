@@ -453,10 +453,9 @@ def check_speculation_variance(variance, site: str | None = None) -> Array:
     :class:`~numpyro_autospec.denoisers.DenoiserError` (naming ``site`` when given).  A traced
     value passes: only its shape is checked."""
     prefix = "" if site is None else f"site {site!r}: "
-    if jnp.shape(variance) != ():
-        raise DenoiserError(
-            f"{prefix}speculation_variance must be a scalar, got shape {jnp.shape(variance)}"
-        )
+    shape = variance.shape if isinstance(variance, jax.core.Tracer) else np.shape(variance)
+    if shape != ():
+        raise DenoiserError(f"{prefix}speculation_variance must be a scalar, got shape {shape}")
     if not isinstance(variance, jax.core.Tracer):
         value = np.asarray(variance, dtype=np.float64)
         if not (np.isfinite(value) and value > 0):
