@@ -49,11 +49,15 @@ CASES = (
     "digits-4096",
     "mixture-1024",
     "mixture-4096",
+    "mixture-1024-s0.01",
+    "mixture-4096-s0.01",
 )
 
 
 def make_process(case: str):
-    """The process of a case name ``family-size[-qQ]``."""
+    """The process of a case name ``family-size[-qQ]`` (``-sS``: a diffusion whose
+    speculation follows the linear response of variance ``S``,
+    ``DiffusionProcess(speculation_variance=S)``)."""
     from numpyro_autospec.oracles import CurieWeissOracle, IsingChainOracle
     from numpyro_autospec.processes import AnyOrderProcess
 
@@ -74,7 +78,7 @@ def make_process(case: str):
     if family in ("digits", "mixture"):
         from diffusion_rounds import make_process as diffusion_process
 
-        return diffusion_process(family, n)
+        return diffusion_process(family, n, rest[0][1:] if rest else "none")
     raise ValueError(f"unknown case {case!r}")
 
 
