@@ -133,19 +133,25 @@ def test_time_grid_computed_in_the_model():
     assert draws.shape == (4, 2) and np.all(nearest < 1e-3)  # t_max >= 150 resolves a point
 
 
+def assert_traced_argument_gives_the_concrete_draws(model, seed, traced, concrete):
+    """Three draws of site ``y`` with the model's argument traced (``jit_model_args=True``)
+    equal the draws with the same argument given concretely."""
+    draws = []
+    for argument, jit_model_args in ((traced, True), (concrete, False)):
+        mcmc = MCMC(
+            AutospecKernel(model),
+            num_warmup=0,
+            num_samples=3,
+            jit_model_args=jit_model_args,
+            progress_bar=False,
+        )
+        mcmc.run(jax.random.PRNGKey(seed), argument)
+        draws.append(np.asarray(mcmc.get_samples()["y"]))
+    np.testing.assert_allclose(draws[0], draws[1], atol=1e-5)
+
+
 def test_time_grid_as_a_jit_model_argument_matches_the_concrete_grid():
-    mcmc = MCMC(
-        AutospecKernel(grid_model),
-        num_warmup=0,
-        num_samples=3,
-        jit_model_args=True,
-        progress_bar=False,
-    )
-    mcmc.run(jax.random.PRNGKey(2), jnp.asarray(GRID))
-    traced = np.asarray(mcmc.get_samples()["y"])
-    concrete = MCMC(AutospecKernel(grid_model), num_warmup=0, num_samples=3, progress_bar=False)
-    concrete.run(jax.random.PRNGKey(2), GRID)
-    np.testing.assert_allclose(traced, np.asarray(concrete.get_samples()["y"]), atol=1e-5)
+    assert_traced_argument_gives_the_concrete_draws(grid_model, 2, jnp.asarray(GRID), GRID)
 
 
 def variance_model(variance):
@@ -160,19 +166,7 @@ def variance_model(variance):
 def test_speculation_variance_as_a_jit_model_argument_matches_the_concrete_one():
     """The linear-response speculation's variance is data: traced (``jit_model_args``) it
     gives the draws of the same variance given as a number."""
-    traced = MCMC(
-        AutospecKernel(variance_model),
-        num_warmup=0,
-        num_samples=3,
-        jit_model_args=True,
-        progress_bar=False,
-    )
-    traced.run(jax.random.PRNGKey(3), jnp.float32(0.05))
-    concrete = MCMC(AutospecKernel(variance_model), num_warmup=0, num_samples=3, progress_bar=False)
-    concrete.run(jax.random.PRNGKey(3), 0.05)
-    np.testing.assert_allclose(
-        np.asarray(traced.get_samples()["y"]), np.asarray(concrete.get_samples()["y"]), atol=1e-5
-    )
+    assert_traced_argument_gives_the_concrete_draws(variance_model, 3, jnp.float32(0.05), 0.05)
 
 
 def test_prior_predictive_with_a_traced_grid():
