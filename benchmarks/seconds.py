@@ -230,16 +230,13 @@ def main(args: argparse.Namespace) -> None:
     print()
     print(format_table(rows))
     os.makedirs(args.out, exist_ok=True)
-    if args.memory:
-        with open(os.path.join(args.out, "memory.csv"), "w", newline="") as file:
-            writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-        return
-    with open(os.path.join(args.out, "seconds.csv"), "w", newline="") as file:
+    name = "memory.csv" if args.memory else "seconds.csv"
+    with open(os.path.join(args.out, name), "w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+    if args.memory:
+        return
     plot(rows, os.path.join(args.out, "seconds.png"))
 
 
