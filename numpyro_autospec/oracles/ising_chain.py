@@ -103,42 +103,39 @@ def _transfer_table(couplings: Array, fields: Array) -> Array:
         padded_couplings[:, None, None] * _SPIN_PRODUCTS
         + entered_fields[:, None, None] * _SPINS[None, None, :]
     )
-    num_steps = level.shape[0]
     identity = jnp.where(jnp.eye(2, dtype=bool), 0.0, -jnp.inf).astype(jnp.float32)
-    # the levels in one loop (not unrolled: the table is inlined wherever the engine asks for
-    # conditionals, and an unrolled table made the program several times larger)
-    identities = jnp.broadcast_to(identity, (num_steps, 2, 2))
+    return _doubling_levels(level, identity, _normalized_log_matmul)
+
+
+def _normalized_log_matmul(left: Array, right: Array) -> Array:
+    """:func:`_log_matmul` shifted by each product's maximum."""
+    product = _log_matmul(left, right)
+    return product - jnp.max(product, axis=(-2, -1), keepdims=True)
+
+
+def _doubling_levels(first: Array, fill: Array, combine) -> Array:
+    """Sparse-table levels along the leading axis: level 0 is ``first``, level ``k`` combines
+    each entry ``i`` of level ``k - 1`` with its entry ``i + 2^(k-1)`` (``fill`` past the end):
+    ``[K, len(first), ...]``, ``K`` the bit length of ``len(first)``.  One loop, not unrolled:
+    the oracle is inlined wherever the engine asks for conditionals, and unrolled levels made
+    that program several times larger."""
+    size = first.shape[0]
+    padding = jnp.broadcast_to(fill, first.shape)
 
     def next_level(level: Array, k: Array) -> tuple[Array, Array]:
-        width = jnp.left_shift(1, k - 1)  # at most num_steps / 2
-        following = jax.lax.dynamic_slice_in_dim(
-            jnp.concatenate([level, identities]), width, num_steps
-        )
-        level = _log_matmul(level, following)
-        level = level - jnp.max(level, axis=(1, 2), keepdims=True)
+        width = jnp.left_shift(1, k - 1)  # at most size / 2
+        following = jax.lax.dynamic_slice_in_dim(jnp.concatenate([level, padding]), width, size)
+        level = combine(level, following)
         return level, level
 
-    ks = jnp.arange(1, num_steps.bit_length(), dtype=jnp.int32)
-    _, levels = jax.lax.scan(next_level, level, ks)
-    return jnp.concatenate([level[None], levels])
+    _, levels = jax.lax.scan(next_level, first, jnp.arange(1, size.bit_length(), dtype=jnp.int32))
+    return jnp.concatenate([first[None], levels])
 
 
 def _rank_minima(padded_ranks: Array) -> Array:
     """Sparse table of range minima: level ``k``, entry ``i`` is the least rank among padded
     sites ``i .. i + 2^k - 1`` (the int32 maximum past the end), ``[K, n + 2]``."""
-    size = padded_ranks.shape[0]
-    fills = jnp.full(size, jnp.iinfo(jnp.int32).max, jnp.int32)
-
-    def next_level(level: Array, k: Array) -> tuple[Array, Array]:
-        width = jnp.left_shift(1, k - 1)
-        level = jnp.minimum(
-            level, jax.lax.dynamic_slice_in_dim(jnp.concatenate([level, fills]), width, size)
-        )
-        return level, level
-
-    ks = jnp.arange(1, size.bit_length(), dtype=jnp.int32)
-    _, levels = jax.lax.scan(next_level, padded_ranks, ks)
-    return jnp.concatenate([padded_ranks[None], levels])
+    return _doubling_levels(padded_ranks, jnp.iinfo(jnp.int32).max, jnp.minimum)
 
 
 def ising_chain_log_conditionals(
@@ -193,7 +190,7 @@ def ising_chain_log_conditionals(
     here = sites + 1  # padded index of each row's site
 
     # binary lifting and message passing over the levels, largest first, as loops (see
-    # _transfer_table)
+    # _doubling_levels)
     num_minima, num_levels = minima.shape[0], table.shape[0]
 
     def move_left(i: int, start: Array) -> Array:
