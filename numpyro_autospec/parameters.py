@@ -19,7 +19,8 @@ jit_model_args=True)``.  Only shapes are static.  The rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import jax
@@ -28,9 +29,20 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+try:  # JAX's switch behind jax.ensure_compile_time_eval (no public way to turn it off)
+    from jax._src.config import eager_constant_folding as _eager_constant_folding
+except ImportError:  # pragma: no cover - a JAX without it: constants are folded eagerly
+    _eager_constant_folding = None
+
 from numpyro_autospec.defects import OracleError
 
-__all__ = ["concrete_value", "is_traced", "real_parameter", "register_parameters"]
+__all__ = [
+    "concrete_value",
+    "is_traced",
+    "real_parameter",
+    "register_parameters",
+    "staged_constants",
+]
 
 T = TypeVar("T", bound=type)
 
@@ -45,6 +57,33 @@ def is_traced(value: Any) -> bool:
     (False, [True])
     """
     return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(value))
+
+
+@contextlib.contextmanager
+def staged_constants() -> Iterator[None]:
+    """Trace with operations on constants staged into the program, even inside
+    :func:`jax.ensure_compile_time_eval`.
+
+    The kernel inspects a model under that context (so that the model's own concrete values
+    stay concrete when ``init`` is traced, as for ``chain_method="parallel"``).  There, every
+    operation on constants inside a function being traced -- an oracle's ``jnp.arange(n)`` or
+    table of log-factorials, met by the abstract signature checks, the probes and the shape
+    evaluations -- would run eagerly, each one compiled on its own (about 20 ms apiece, a
+    second in all before a first draw).  The checks wrap their tracing in this context.
+    JAX has no public switch back, so this sets the state behind
+    ``ensure_compile_time_eval`` where it exists (a no-op otherwise).
+
+    >>> import jax, jax.numpy as jnp
+    >>> with jax.ensure_compile_time_eval(), staged_constants():
+    ...     jaxpr = jax.make_jaxpr(lambda x: x + jnp.arange(3))(jnp.zeros(3, jnp.int32))
+    >>> "iota" in str(jaxpr)  # staged, not computed while tracing
+    True
+    """
+    if _eager_constant_folding is None:  # pragma: no cover
+        yield
+        return
+    with _eager_constant_folding(False):
+        yield
 
 
 def _first_entry(mask: np.ndarray, values: np.ndarray, name: str) -> str:

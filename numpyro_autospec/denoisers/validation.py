@@ -33,6 +33,7 @@ from numpyro_autospec.defects import (
     first_line,
     raise_if_defect,
 )
+from numpyro_autospec.parameters import staged_constants
 
 __all__ = [
     "DEFECT_INFINITE",
@@ -97,7 +98,8 @@ def check_denoiser_signature(
     time_spec = jax.ShapeDtypeStruct((), jnp.float32)
     state_spec = jax.ShapeDtypeStruct((dim,), jnp.float32)
     try:
-        output = jax.eval_shape(denoiser, time_spec, state_spec)
+        with staged_constants():
+            output = jax.eval_shape(denoiser, time_spec, state_spec)
     except Exception as error:
         raise DenoiserError(
             f"{name} could not be traced with t: float32[] and y: float32[{dim}]: "
@@ -268,8 +270,10 @@ def validate_denoiser(
     ).astype(np.float32)
 
     def evaluate_probes(times_batch: Array, states_batch: Array) -> Array:
-        outputs = jax.vmap(denoiser)(times_batch, states_batch)
-        return jax.vmap(denoiser_defect)(outputs, times_batch)
+        # one compiled call, evaluated even inside ensure_compile_time_eval; its body staged
+        with staged_constants():
+            outputs = jax.vmap(denoiser)(times_batch, states_batch)
+            return jax.vmap(denoiser_defect)(outputs, times_batch)
 
     try:
         codes = jax.jit(evaluate_probes)(probe_times, probe_states)

@@ -26,6 +26,7 @@ from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import Capacity
 from numpyro_autospec.engine import run as engine_run
 from numpyro_autospec.numpyro.distributions import OracleDistribution
+from numpyro_autospec.parameters import staged_constants
 from numpyro_autospec.sequential import sequential_run
 
 __all__ = [
@@ -166,7 +167,8 @@ class Placeholders:
 
     def __call__(self, name, base, key, shape):
         process = base.make_process(name)  # checks the site (errors name it)
-        like = jax.eval_shape(lambda k: sequential_run(process, k[None]).value[0], key)
+        with staged_constants():
+            like = jax.eval_shape(lambda k: sequential_run(process, k[None]).value[0], key)
         self.sites[name] = (key, base, shape)
         self.num_steps += int(process.num_steps) * math.prod(shape)
         zero = jnp.zeros((), jnp.int32)

@@ -32,6 +32,7 @@ from numpyro_autospec.numpyro.drawing import (
     run_with,
 )
 from numpyro_autospec.oracles.validation import check_values_in_support
+from numpyro_autospec.parameters import staged_constants
 
 __all__ = ["ModelInspection", "UnsupportedModelError", "inspect_model"]
 
@@ -196,7 +197,8 @@ def _dependencies(model, model_args, model_kwargs, latent_values: dict) -> dict:
                 out[name] = site["fn"].log_prob(site["value"])
         return out
 
-    provenance = eval_provenance(probes, **latent_values)
+    with staged_constants():
+        provenance = eval_provenance(probes, **latent_values)
     return {name: set(sources) - {name} for name, sources in provenance.items()}
 
 

@@ -16,6 +16,7 @@ from jax import Array
 
 from numpyro_autospec.oracles.base import AnyOrderOracle, marginal_conditionals
 from numpyro_autospec.oracles.validation import OracleError
+from numpyro_autospec.parameters import staged_constants
 
 __all__ = ["check_block_form", "check_block_form_signature"]
 
@@ -48,7 +49,8 @@ shape (L, 2) = (2, 2) for L = 2 requested rows, got (2,)
     )
     try:
         # a fresh function: jit's cache never compares the oracle (whose weights may be traced)
-        output = jax.eval_shape(lambda *args: oracle.log_conditionals(*args), *specs)
+        with staged_constants():
+            output = jax.eval_shape(lambda *args: oracle.log_conditionals(*args), *specs)
     except Exception as error:
         raise OracleError(
             f"{name}: log_conditionals could not be traced on (x: int32[{n}], ranks: "

@@ -41,6 +41,7 @@ from numpyro_autospec.defects import (
     first_line,
     raise_if_defect,
 )
+from numpyro_autospec.parameters import staged_constants
 
 __all__ = [
     "DEFECT_INFINITE",
@@ -109,7 +110,8 @@ floating dtype, got shape (3,) and dtype float32
     x_spec = jax.ShapeDtypeStruct((n,), jnp.int32)
     mask_spec = jax.ShapeDtypeStruct((n,), jnp.bool_)
     try:
-        output = jax.eval_shape(oracle, x_spec, mask_spec)
+        with staged_constants():
+            output = jax.eval_shape(oracle, x_spec, mask_spec)
     except Exception as error:
         raise OracleError(
             f"{name} could not be traced on (x: int32[{n}], mask: bool[{n}]): "
@@ -231,8 +233,10 @@ def validate_oracle(
     values, masks = _probe_inputs(np.zeros(2, np.uint32) if key is None else key, n, q, num_probes)
 
     def probe(values: Array, masks: Array) -> tuple[Array, OracleDefect]:
-        answers = jax.vmap(oracle)(values, masks)
-        defects = jax.vmap(lambda a, m: log_marginals_defect(a, m, atol=atol))(answers, masks)
+        # one compiled call, evaluated even inside ensure_compile_time_eval; its body staged
+        with staged_constants():
+            answers = jax.vmap(oracle)(values, masks)
+            defects = jax.vmap(lambda a, m: log_marginals_defect(a, m, atol=atol))(answers, masks)
         return answers, defects
 
     try:

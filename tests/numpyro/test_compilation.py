@@ -80,3 +80,21 @@ def test_no_progress_bar_no_message(capfd):
     assert compilations(lambda: mcmc.run(jax.random.PRNGKey(0)))  # it did compile
     captured = capfd.readouterr()
     assert "compil" not in captured.err + captured.out
+
+
+def test_init_compiles_whole_oracle_probes_not_each_constant_operation():
+    """``init`` inspects the model inside ``jax.ensure_compile_time_eval`` (the model's own
+    values stay concrete when ``init`` is traced); the oracle checks stage the operations on
+    constants of the functions they trace (:func:`numpyro_autospec.parameters.staged_constants`),
+    so ``init`` compiles whole programs (the oracle probe) and the few eager operations of
+    the inspection itself (keys, zeros: 19 programs in all here), not one program per
+    operation on an oracle constant as well (70 before, about a second longer)."""
+    n = 37  # a size no other test compiles, so no program comes from JAX's in-memory cache
+
+    def model_37():
+        numpyro.sample("x", AnyOrderAR(CurieWeissOracle(n, beta=1.0), n, 2))
+
+    kernel = AutospecKernel(model_37)
+    programs = compilations(lambda: kernel.init(jax.random.PRNGKey(0), 0))
+    assert programs, "the listener saw no compilation: the count below would prove nothing"
+    assert len(programs) <= 30, programs
