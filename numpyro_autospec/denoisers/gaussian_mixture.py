@@ -56,7 +56,11 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
-from numpyro_autospec.denoisers.validation import DenoiserError
+from numpyro_autospec.denoisers.validation import (
+    DenoiserError,
+    check_query_state,
+    check_query_time,
+)
 
 __all__ = ["GaussianMixtureDenoiser"]
 
@@ -208,22 +212,10 @@ class GaussianMixtureDenoiser:
         return self._center
 
     def _check_state(self, y: ArrayLike) -> Array:
-        y = jnp.asarray(y, dtype=jnp.float32)
-        if y.shape != (self.dim,):
-            raise DenoiserError(
-                f"GaussianMixtureDenoiser: y must have shape ({self.dim},), got {y.shape}; use "
-                f"jax.vmap for batches"
-            )
-        return y
+        return check_query_state(y, self.dim, owner="GaussianMixtureDenoiser")
 
     def _check_time(self, t: ArrayLike) -> Array:
-        t = jnp.asarray(t, dtype=jnp.float32)
-        if t.shape != ():
-            raise DenoiserError(
-                f"GaussianMixtureDenoiser: t must be a scalar, got shape {t.shape}; use jax.vmap "
-                f"for batches"
-            )
-        return t
+        return check_query_time(t, owner="GaussianMixtureDenoiser")
 
     def _posterior(self, t: ArrayLike, y: ArrayLike) -> tuple[Array, Array]:
         """Log component weights ``(K,)`` and centred component posterior means ``(K, d)``."""

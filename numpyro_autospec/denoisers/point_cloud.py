@@ -39,7 +39,11 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
-from numpyro_autospec.denoisers.validation import DenoiserError
+from numpyro_autospec.denoisers.validation import (
+    DenoiserError,
+    check_query_state,
+    check_query_time,
+)
 
 __all__ = ["PointCloudDenoiser"]
 
@@ -128,22 +132,10 @@ class PointCloudDenoiser:
         return self._mean
 
     def _check_state(self, y: ArrayLike) -> Array:
-        y = jnp.asarray(y, dtype=jnp.float32)
-        if y.shape != (self.dim,):
-            raise DenoiserError(
-                f"PointCloudDenoiser: y must have shape ({self.dim},), got {y.shape}; use "
-                f"jax.vmap for batches"
-            )
-        return y
+        return check_query_state(y, self.dim, owner="PointCloudDenoiser")
 
     def _check_time(self, t: ArrayLike) -> Array:
-        t = jnp.asarray(t, dtype=jnp.float32)
-        if t.shape != ():
-            raise DenoiserError(
-                f"PointCloudDenoiser: t must be a scalar, got shape {t.shape}; use jax.vmap for "
-                f"batches"
-            )
-        return t
+        return check_query_time(t, owner="PointCloudDenoiser")
 
     @jax.jit
     def log_posterior_weights(self, t: ArrayLike, y: ArrayLike) -> Array:

@@ -43,6 +43,8 @@ __all__ = [
     "DEFECT_TIME",
     "DenoiserError",
     "check_denoiser_signature",
+    "check_query_state",
+    "check_query_time",
     "check_time_grid",
     "denoiser_defect",
     "raise_if_defect",
@@ -149,6 +151,44 @@ def denoiser_defect(output: ArrayLike, t: ArrayLike) -> Array:
         jnp.where(nan_defect, DEFECT_NAN, jnp.where(infinite_defect, DEFECT_INFINITE, DEFECT_OK)),
     )
     return code.astype(jnp.int32)
+
+
+def check_query_time(t: ArrayLike, *, owner: str) -> Array:
+    """One denoiser query's time ``t`` as a float32 scalar.
+
+    :raises DenoiserError: naming ``owner`` and the shape, for a ``t`` that is not a scalar
+        (a batch: the denoisers are written for one query and batched with ``jax.vmap``).
+
+    >>> check_query_time(0.5, owner="MyDenoiser").dtype
+    dtype('float32')
+    >>> check_query_time([0.5, 1.0], owner="MyDenoiser")
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.denoisers.validation.DenoiserError: MyDenoiser: t must be a scalar, \
+got shape (2,); use jax.vmap for batches
+    """
+    t = jnp.asarray(t, dtype=jnp.float32)
+    if t.shape != ():
+        raise DenoiserError(
+            f"{owner}: t must be a scalar, got shape {t.shape}; use jax.vmap for batches"
+        )
+    return t
+
+
+def check_query_state(y: ArrayLike, dim: int, *, owner: str) -> Array:
+    """One denoiser query's state ``y`` as a float32 vector of shape ``(dim,)``.
+
+    :raises DenoiserError: naming ``owner``, the expected and the given shape.
+
+    >>> check_query_state([0.0, 1.0], 2, owner="MyDenoiser").shape
+    (2,)
+    """
+    y = jnp.asarray(y, dtype=jnp.float32)
+    if y.shape != (dim,):
+        raise DenoiserError(
+            f"{owner}: y must have shape ({dim},), got {y.shape}; use jax.vmap for batches"
+        )
+    return y
 
 
 def check_time_grid(
