@@ -2,9 +2,12 @@
 sampling (``sequential_run``) with the same oracle, both jitted, measured in one run.
 
 Each case runs in its own subprocess (its peak RSS is that case's alone) and reports:
-seconds per draw for one draw per call, draws per second when ``--draws`` draws share one
-call (the engine's pool; the sequential sampler vmaps), rounds, oracle evaluations
-(``queries``) and conditionals per draw, and peak RSS.  Sequential sampling uses its best
+seconds per draw for one draw per call (mean, median and slowest over ``--repeats`` keys: an
+autospeculation draw's cost is heavy-tailed, a rare draw whose residual loops run long can
+cost hundreds of typical ones, so the mean is the expected cost and the median the typical
+one), draws per second when ``--draws`` draws share one call (the engine's pool; the
+sequential sampler vmaps), rounds, oracle evaluations (``queries``) and conditionals per
+draw of the timed one-draw calls, and peak RSS.  Sequential sampling uses its best
 path: one single-step query per step, rows only (``query(x, k, 1)``; the block form with one
 row where the oracle scores blocks).
 
@@ -82,21 +85,40 @@ def make_process(case: str):
     raise ValueError(f"unknown case {case!r}")
 
 
-def timed(function, repeats: int) -> tuple[float, float, object]:
-    """(seconds of the first call, compile included; median seconds of later calls; output)."""
+def timed(function, repeats: int) -> tuple[float, np.ndarray, list]:
+    """(seconds of the first call, compile included; seconds of each later call; their
+    outputs).
+
+    The later calls use ``repeats`` keys (``PRNGKey(1..repeats)``): an autospeculation
+    draw's cost varies with its key (its rounds and residual trials do), so seconds per draw
+    is a mean over draws, as the rounds and queries are, and its spread is reported too.
+    Each key is timed twice and its faster call kept: the draw is the same both times, so
+    the slower one measures only the machine's load.
+    """
     start = time.perf_counter()
-    out = jax.block_until_ready(function(jax.random.PRNGKey(0)))
+    jax.block_until_ready(function(jax.random.PRNGKey(0)))
     first = time.perf_counter() - start
-    seconds = []
+    seconds, outputs = [], []
     for seed in range(1, repeats + 1):
-        start = time.perf_counter()
-        out = jax.block_until_ready(function(jax.random.PRNGKey(seed)))
-        seconds.append(time.perf_counter() - start)
-    return first, float(np.median(seconds)), out
+        calls = []
+        for _ in range(2):
+            start = time.perf_counter()
+            out = jax.block_until_ready(function(jax.random.PRNGKey(seed)))
+            calls.append(time.perf_counter() - start)
+        seconds.append(min(calls))
+        outputs.append(out)
+    return first, np.asarray(seconds), outputs
+
+
+def per_draw(outputs: list, field: str) -> np.ndarray:
+    """``field`` (``rounds``, ``queries``, ``conditionals``) of every draw of ``outputs``."""
+    return np.concatenate([np.ravel(np.asarray(getattr(out, field))) for out in outputs])
 
 
 def measure(case: str, draws: int, repeats: int) -> dict:
-    """One case, in this process."""
+    """One case, in this process: seconds per draw (mean, median and slowest over the
+    ``repeats`` one-draw calls, whose draws the rounds and queries columns also describe),
+    and draws per second for calls of ``draws`` draws."""
     from numpyro_autospec.engine import run
     from numpyro_autospec.sequential import sequential_run
 
@@ -105,23 +127,29 @@ def measure(case: str, draws: int, repeats: int) -> dict:
         "sequential": lambda keys: sequential_run(process, keys),
         "autospec": lambda keys: run(process, keys),
     }
-    row = {"case": case, "draws": draws}
+    row = {"case": case, "draws": draws, "repeats": repeats}
     for name, sampler in samplers.items():
         one = jax.jit(lambda key, s=sampler: s(key[None]))
         many = jax.jit(lambda key, s=sampler: s(jax.random.split(key, draws)))
-        first, per_draw, out = timed(one, repeats)
-        _, per_call, out_many = timed(many, max(1, repeats // 2))
-        row[f"{name}_compile_s"] = round(first - per_draw, 2)
-        row[f"{name}_s_per_draw"] = per_draw
-        row[f"{name}_draws_per_s"] = draws / per_call
-        row[f"{name}_rounds"] = float(np.mean(np.asarray(out_many.rounds)))
-        row[f"{name}_queries"] = float(np.mean(np.asarray(out_many.queries)))
-        conditionals = out_many.conditionals
-        row[f"{name}_conditionals"] = (
-            row[f"{name}_queries"] if conditionals is None else float(np.mean(conditionals))
+        first, seconds, outputs = timed(one, repeats)
+        _, seconds_many, _ = timed(many, max(1, repeats // 2))
+        rounds, queries = per_draw(outputs, "rounds"), per_draw(outputs, "queries")
+        conditionals = (
+            queries if outputs[0].conditionals is None else per_draw(outputs, "conditionals")
         )
+        row[f"{name}_compile_s"] = round(first - float(np.median(seconds)), 2)
+        row[f"{name}_s_per_draw"] = float(np.mean(seconds))
+        row[f"{name}_s_median"] = float(np.median(seconds))
+        row[f"{name}_s_max"] = float(np.max(seconds))
+        row[f"{name}_draws_per_s"] = draws / float(np.mean(seconds_many))
+        row[f"{name}_rounds"] = float(np.mean(rounds))
+        row[f"{name}_rounds_max"] = int(np.max(rounds))
+        row[f"{name}_queries"] = float(np.mean(queries))
+        row[f"{name}_conditionals"] = float(np.mean(conditionals))
+        row[f"{name}_conditionals_max"] = int(np.max(conditionals))
     row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     row["speedup_one"] = row["sequential_s_per_draw"] / row["autospec_s_per_draw"]
+    row["speedup_median"] = row["sequential_s_median"] / row["autospec_s_median"]
     row["speedup_many"] = row["autospec_draws_per_s"] / row["sequential_draws_per_s"]
     return row
 
@@ -167,18 +195,22 @@ def memory_table(rows: list[dict]) -> str:
 
 def table(rows: list[dict]) -> str:
     header = (
-        "| case | sequential s/draw | autospec s/draw | speed-up | speed-up, "
-        "{d} draws | rounds (seq / auto) | queries (seq / auto) | conditionals auto "
-        "| peak RSS MB |"
+        "| case | sequential s/draw | autospec s/draw (mean / median / slowest) | speed-up "
+        "(mean / median draw) | speed-up, {d} draws | rounds (seq / auto mean / max) "
+        "| queries (seq / auto) | conditionals auto (mean / max) | peak RSS MB |"
     ).format(d=rows[0]["draws"] if rows else "")
     lines = [header, "|" + "---|" * 9]
     for r in rows:
         lines.append(
-            f"| {r['case']} | {r['sequential_s_per_draw']:.4f} | {r['autospec_s_per_draw']:.4f} "
-            f"| {r['speedup_one']:.2f}x | {r['speedup_many']:.2f}x "
+            f"| {r['case']} | {r['sequential_s_per_draw']:.4f} "
+            f"| {r['autospec_s_per_draw']:.4f} / {r['autospec_s_median']:.4f} "
+            f"/ {r['autospec_s_max']:.4f} "
+            f"| {r['speedup_one']:.2f}x / {r['speedup_median']:.2f}x | {r['speedup_many']:.2f}x "
             f"| {r['sequential_rounds']:.0f} / {r['autospec_rounds']:.1f} "
+            f"/ {r['autospec_rounds_max']} "
             f"| {r['sequential_queries']:.0f} / {r['autospec_queries']:.1f} "
-            f"| {r['autospec_conditionals']:.0f} | {r['peak_rss_mb']:.0f} |"
+            f"| {r['autospec_conditionals']:.0f} / {r['autospec_conditionals_max']} "
+            f"| {r['peak_rss_mb']:.0f} |"
         )
     return "\n".join(lines)
 
@@ -192,8 +224,14 @@ def plot(rows: list[dict], path: str) -> None:
     fig, ax = plt.subplots(figsize=(9, 4.5))
     cases = [r["case"] for r in rows]
     position = np.arange(len(rows))
-    ax.bar(position - 0.2, [r["speedup_one"] for r in rows], 0.4, label="one draw per call")
-    ax.bar(position + 0.2, [r["speedup_many"] for r in rows], 0.4, label="many draws per call")
+    width = 0.27
+    bars = (
+        ("speedup_one", "one draw per call, mean seconds"),
+        ("speedup_median", "one draw per call, median draw"),
+        ("speedup_many", "many draws per call"),
+    )
+    for offset, (column, label) in zip((-width, 0.0, width), bars, strict=True):
+        ax.bar(position + offset, [r[column] for r in rows], width, label=label)
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set_xticks(position, cases, rotation=30, ha="right")
     ax.set_ylabel("sequential seconds / autospec seconds")
@@ -250,7 +288,13 @@ if __name__ == "__main__":
         help="cases, each run in its own process",
     )
     parser.add_argument("--draws", type=int, default=8, help="draws per call (many-draw rate)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed calls after the first")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=16,
+        help="keys timed after the first call (each twice, the faster kept); seconds per "
+        "draw is their mean (calls of --draws draws: half as many keys)",
+    )
     parser.add_argument(
         "--memory",
         action="store_true",
