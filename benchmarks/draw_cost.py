@@ -12,7 +12,7 @@ its standard error, median, 90th and 99th percentiles, maximum, and the share of
 carried by the costliest 5% of draws, for each configuration of ``--configs``.
 
     .venv/bin/python benchmarks/draw_cost.py --case cw-4096 --draws 1024
-    .venv/bin/python benchmarks/draw_cost.py --case cw-4096 --configs default leaf_size=2
+    .venv/bin/python benchmarks/draw_cost.py --case cw-4096 --configs autospec: autospec:leaf=2
 
 Every configuration draws from the same keys (``split(PRNGKey(seed + call), draws_per_call)``
 for each call); every configuration is exact, so they differ in cost only.
@@ -21,7 +21,6 @@ for each call); every configuration is exact, so they differ in cost only.
 from __future__ import annotations
 
 import argparse
-import ast
 import csv
 import os
 import sys
@@ -35,19 +34,10 @@ from numpyro_autospec.script_help import script_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from rounds import sampler_config  # noqa: E402  (benchmarks/ on the path first)
+from seconds import CASES, make_process, per_draw  # noqa: E402
+
 FIELDS = ("rounds", "queries", "conditionals")
-
-
-def parse_config(text: str) -> SamplerConfig:
-    """``"default"`` or comma-separated ``name=value`` fields of
-    :class:`~numpyro_autospec.config.SamplerConfig` (``"leaf_size=2,growth=3"``)."""
-    if text == "default":
-        return SamplerConfig()
-    fields = {}
-    for item in text.split(","):
-        name, _, value = item.partition("=")
-        fields[name.strip()] = ast.literal_eval(value.strip())
-    return SamplerConfig(**fields).validate()
 
 
 def draw_costs(process, config: SamplerConfig, draws: int, per_call: int, seed: int) -> dict:
@@ -56,15 +46,12 @@ def draw_costs(process, config: SamplerConfig, draws: int, per_call: int, seed: 
     from numpyro_autospec.engine import run
 
     sample = jax.jit(lambda key: run(process, jax.random.split(key, per_call), config))
-    costs = {field: [] for field in FIELDS}
     start = time.perf_counter()
-    for call in range(max(1, draws // per_call)):
-        samples = jax.block_until_ready(sample(jax.random.PRNGKey(seed + call)))
-        for field in FIELDS:
-            values = getattr(samples, field)
-            values = samples.queries if values is None else values
-            costs[field].extend(np.asarray(values).tolist())
-    costs = {field: np.asarray(values, float) for field, values in costs.items()}
+    outputs = [
+        jax.block_until_ready(sample(jax.random.PRNGKey(seed + call)))
+        for call in range(max(1, draws // per_call))
+    ]
+    costs = {field: per_draw(outputs, field).astype(float) for field in FIELDS}
     costs["seconds"] = time.perf_counter() - start
     return costs
 
@@ -106,12 +93,11 @@ def plot(results: dict, case: str, path: str) -> None:
 
 
 def main(args: argparse.Namespace) -> None:
-    from seconds import make_process
-
     process = make_process(args.case)
     results, rows = {}, []
     for text in args.configs:
-        costs = draw_costs(process, parse_config(text), args.draws, args.draws_per_call, args.seed)
+        config = sampler_config(text, process.num_steps)
+        costs = draw_costs(process, config, args.draws, args.draws_per_call, args.seed)
         results[text] = costs
         print(f"{args.case}, {text}: {len(costs['rounds'])} draws in {costs['seconds']:.1f} s")
         for field in FIELDS:
@@ -135,15 +121,14 @@ def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    from seconds import CASES
-
     parser = script_parser(__doc__)
     parser.add_argument("--case", default="cw-4096", choices=CASES, help="a seconds.py case")
     parser.add_argument(
         "--configs",
         nargs="+",
-        default=["default"],
-        help="'default' or SamplerConfig fields as name=value,name=value",
+        default=["autospec:"],
+        help="engine configs in benchmarks/rounds.py's notation: 'autospec:' (the default), "
+        "'autospec:leaf=2', 'paper:block=8s,growth=3'",
     )
     parser.add_argument("--draws", type=int, default=1024, help="draws per configuration")
     parser.add_argument("--draws-per-call", type=int, default=16, help="draws sharing a pool")

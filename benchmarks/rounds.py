@@ -129,7 +129,7 @@ def sampler_config(config: str, n: int):
         method=method,
         block_size=resolve_size(size, n),
         leaf_size=int(knobs.get("leaf", 1)),
-        growth=float(knobs.get("growth", 1.0)),
+        growth=float(knobs["growth"]) if "growth" in knobs else None,  # None: per process
         lookahead=bool(int(knobs.get("lookahead", 1))),
         **extra,
     )

@@ -111,7 +111,11 @@ def timed(function, repeats: int) -> tuple[float, np.ndarray, list]:
 
 
 def per_draw(outputs: list, field: str) -> np.ndarray:
-    """``field`` (``rounds``, ``queries``, ``conditionals``) of every draw of ``outputs``."""
+    """``field`` (``rounds``, ``queries``, ``conditionals``) of every draw of ``outputs``, the
+    samples of one or more calls; a sampler that does not count conditionals computes one
+    per query."""
+    if field == "conditionals" and outputs[0].conditionals is None:
+        field = "queries"
     return np.concatenate([np.ravel(np.asarray(getattr(out, field))) for out in outputs])
 
 
@@ -134,9 +138,7 @@ def measure(case: str, draws: int, repeats: int) -> dict:
         first, seconds, outputs = timed(one, repeats)
         _, seconds_many, _ = timed(many, max(1, repeats // 2))
         rounds, queries = per_draw(outputs, "rounds"), per_draw(outputs, "queries")
-        conditionals = (
-            queries if outputs[0].conditionals is None else per_draw(outputs, "conditionals")
-        )
+        conditionals = per_draw(outputs, "conditionals")
         row[f"{name}_compile_s"] = round(first - float(np.median(seconds)), 2)
         row[f"{name}_s_per_draw"] = float(np.mean(seconds))
         row[f"{name}_s_median"] = float(np.median(seconds))
