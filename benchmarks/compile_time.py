@@ -19,8 +19,13 @@ bar, and its restart, in a fresh process whose JAX persistent compilation cache
 no host callback, so JAX keeps it.  ``--split-batch-bytes -1`` splits every query batch down to the
 smallest bucket size (the plan before ``SPLIT_BATCH_BYTES``), for comparison.
 
+XLA compiles a program's kernels on every core the process may run on, so the seconds depend
+on the cores as much as on the program: ``--cores 1 2`` repeats each case with its
+subprocesses pinned (``os.sched_setaffinity``) to the first 1, then 2, of this process's cores.
+
     .venv/bin/python benchmarks/compile_time.py                       # table, CSV and plot
     .venv/bin/python benchmarks/compile_time.py --split-batch-bytes -1 --label split-all
+    .venv/bin/python benchmarks/compile_time.py --cases cw-32 cw-1024 --cores 1 2 --label cores
 
 Seconds are machine- and load-dependent: compare the ratios of one run (docs/benchmarks.md).
 """
@@ -44,6 +49,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = ("cw-32", "cw-1024", "diffusion-64", "engine-cw-64x100")
 COLUMNS = (
     "case",
+    "cores",
     "first draw s",
     "XLA compile s",
     "restart s",
@@ -234,8 +240,8 @@ def plot(rows: list[dict], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(7, 3.5))
-    names = [row["case"] for row in rows]
+    figure, axes = plt.subplots(figsize=(7, 1.5 + 0.45 * len(rows)))
+    names = [f"{row['case']}, {row['cores']} cores" for row in rows]
     compile_seconds = [row["XLA compile s"] for row in rows]
     rest = [row["first draw s"] - row["XLA compile s"] for row in rows]
     axes.barh(names, compile_seconds, label="XLA compilation")
@@ -248,9 +254,15 @@ def plot(rows: list[dict], path: str) -> None:
     figure.savefig(path, dpi=120)
 
 
-def last_json_line(command: list[str]) -> dict:
-    """Run ``command`` and parse the last line it prints."""
-    result = subprocess.run(command, capture_output=True, text=True, check=True)
+def last_json_line(command: list[str], cores: list[int]) -> dict:
+    """Run ``command`` on ``cores`` only and parse the last line it prints."""
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        check=True,
+        preexec_fn=lambda: os.sched_setaffinity(0, cores),
+    )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -261,19 +273,25 @@ def main(args: argparse.Namespace) -> None:
     if args.measure:
         print(json.dumps(measure(args.measure, args.split_batch_bytes)))
         return
+    available = sorted(os.sched_getaffinity(0))
+    counts = args.cores or [len(available)]
+    if max(counts) > len(available) or min(counts) < 1:
+        raise SystemExit(f"--cores: between 1 and {len(available)} on this machine, got {counts}")
     rows = []
     for case in args.cases:
-        command = [sys.executable, os.path.abspath(__file__), "--measure", case]
-        if args.split_batch_bytes is not None:
-            command += ["--split-batch-bytes", str(args.split_batch_bytes)]
-        rows.append(last_json_line(command))
-        if not case.startswith("engine"):
-            with tempfile.TemporaryDirectory() as cache_dir:
-                cached = [sys.executable, os.path.abspath(__file__), "--measure-cached", case]
-                cached += ["--cache-dir", cache_dir]
-                last_json_line(cached)  # fills the cache
-                rows[-1].update(last_json_line(cached))
-        print(table(rows[-1:]).splitlines()[-1], flush=True)
+        for count in counts:
+            cores = available[:count]
+            command = [sys.executable, os.path.abspath(__file__), "--measure", case]
+            if args.split_batch_bytes is not None:
+                command += ["--split-batch-bytes", str(args.split_batch_bytes)]
+            rows.append({**last_json_line(command, cores), "cores": str(count)})
+            if not case.startswith("engine"):
+                with tempfile.TemporaryDirectory() as cache_dir:
+                    cached = [sys.executable, os.path.abspath(__file__), "--measure-cached", case]
+                    cached += ["--cache-dir", cache_dir]
+                    last_json_line(cached, cores)  # fills the cache
+                    rows[-1].update(last_json_line(cached, cores))
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
     print()
     print(table(rows))
     os.makedirs(args.output, exist_ok=True)
@@ -296,6 +314,13 @@ if __name__ == "__main__":
         type=int,
         default=None,
         help="override engine.plan.SPLIT_BATCH_BYTES (-1: split every batch; None: as shipped)",
+    )
+    parser.add_argument(
+        "--cores",
+        nargs="+",
+        type=int,
+        default=None,
+        help="pin each case to the first K of this process's cores, once per K; None: all",
     )
     parser.add_argument("--label", default="", help="suffix of the output files")
     parser.add_argument(
