@@ -97,7 +97,11 @@ class Plan(NamedTuple):
     block_buckets: tuple[int, ...]  # batch sizes of recursion-block scoring calls
     window_buckets: tuple[int, ...]  # batch sizes of root-window scoring calls
     window_rows: tuple[int, ...]  # row counts of root-window scoring calls (one per call)
+    block_rows: tuple[int, ...]  # row counts of recursion-block scoring calls (one per call)
     answer_rows: int  # rows of a speculation answer
+    #: recursion blocks speculate in a transition phase of their own, from the leading rows of
+    #: their answers (engine.transitions.advance): when answers are large
+    block_speculation: bool
     block_scoring: bool  # scoring steps of a block are one score_block call
     max_transitions: int
     depth: np.ndarray  # depth[m]: nesting levels below a block of m steps
@@ -148,6 +152,48 @@ def window_rows(policy: RootPolicy, row_bytes: int) -> tuple[int, ...]:
     if policy.rule is None:
         return (policy.score_rows(True),)
     return buckets(policy.score_rows(True), max(1, policy.min_window - 1), row_bytes, factor=2)
+
+
+def block_rows(policy: RootPolicy, row_bytes: int) -> tuple[int, ...]:
+    """Row counts of the recursion blocks' block-scoring calls: ``score_rows(False)``, then
+    halved down to 1 while a call of that many rows still moves more than
+    :data:`SPLIT_BATCH_BYTES` (``row_bytes`` as in :func:`window_rows`).
+
+    As for windows, a recursion block's scoring call runs in the smallest count that holds the
+    longest recursion block of its round.  A residual trial of a block of ``m`` steps samples
+    its halves as blocks of ``m/2``, ``m/4``, ... steps, so the blocks deep in a residual loop
+    are far shorter than ``recursion_block``; before, each of them paid
+    ``recursion_block - 1`` rows (31 at ``n = 4096``: an :math:`O(31 n)` Curie-Weiss call for a
+    block of 2 steps, which needs one row).  The rows a block uses are the same, so the draws
+    are too (``tests/engine/test_window_rows.py``).
+
+    >>> from numpyro_autospec.config import SamplerConfig
+    >>> block_rows(SamplerConfig().root_policy(4096), 16 * 4096)
+    (3, 7, 15, 31)
+    >>> block_rows(SamplerConfig().root_policy(64), 16 * 64)
+    (3,)
+    """
+    return buckets(policy.score_rows(False), 1, row_bytes, factor=2)
+
+
+def block_speculation(policy: RootPolicy, answer_bytes: int, max_transitions: int) -> bool:
+    """Whether recursion blocks speculate in a transition phase of their own, from the leading
+    ``recursion_block`` rows of their answers
+    (:func:`numpyro_autospec.engine.state.block_answer`), apart from root windows, which need
+    all ``answer_rows``.  A phase is one more compiled transition and one more pass per
+    micro-step, so it is kept for roots with windows whose recursion blocks are shorter than the
+    answers, and, as for bucket sizes, only when a phase's answers move more than
+    :data:`SPLIT_BATCH_BYTES` (``max_transitions`` answers of ``answer_bytes``): Curie-Weiss
+    at ``n = 4096`` (answers of 4096 rows, blocks of at most 32 steps) splits, ``n = 1024``
+    does not.  The draws are the same either way.
+
+    >>> from numpyro_autospec.config import SamplerConfig
+    >>> policy = SamplerConfig().root_policy(4096)
+    >>> block_speculation(policy, 4096 * 2 * 4, 16), block_speculation(policy, 1024 * 2 * 4, 16)
+    (True, False)
+    """
+    shorter = policy.rule is not None and 0 < policy.recursion_block < policy.answer_rows
+    return shorter and answer_bytes * max_transitions > SPLIT_BATCH_BYTES
 
 
 def has_batched_forms(process) -> bool:
@@ -273,7 +319,9 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         block_buckets=buckets(num_slots, 4, score_bytes(policy.score_rows(False))),
         window_buckets=buckets(window_lanes, 4, score_bytes(policy.score_rows(True))),
         window_rows=window_rows(policy, nbytes(row_shape) + nbytes(x_shape)),
+        block_rows=block_rows(policy, nbytes(row_shape) + nbytes(x_shape)),
         answer_rows=answer_rows,
+        block_speculation=block_speculation(policy, nbytes(answer_shape), max_transitions),
         block_scoring=block_scoring,
         max_transitions=max_transitions,
         depth=depth,

@@ -312,13 +312,20 @@ def query_round(context: Context, state: EngineState) -> EngineState:
             )
 
         state = bucketed(state, windows, plan.window_buckets, window_round)
-        recursion = jnp.sum(blocks & ~pool.verifying)
-        state = bucketed(
-            state,
-            recursion,
-            plan.block_buckets,
-            lambda state, size: block_round(context, state, size, False),
-        )
+        # the same for recursion blocks: blocks deep in a residual loop are short
+        recursion_blocks = blocks & ~pool.verifying
+        recursion = jnp.sum(recursion_blocks)
+        block_rows = jnp.max(jnp.where(recursion_blocks, pool.block_end - pool.block_start - 1, 0))
+
+        def recursion_round(state, size):
+            return bucketed(
+                state,
+                jnp.maximum(block_rows, 1),
+                plan.block_rows,
+                lambda state, rows: block_round(context, state, size, False, rows),
+            )
+
+        state = bucketed(state, recursion, plan.block_buckets, recursion_round)
     has_demand = total > 0
     return state._replace(
         rounds=state.rounds + (active & has_demand).astype(jnp.int32),

@@ -20,7 +20,15 @@ from jax import Array
 from numpyro_autospec.engine.plan import Plan
 from numpyro_autospec.engine.pool import Pool, empty_pool
 
-__all__ = ["Samples", "Context", "EngineState", "make_context", "initial_state", "select"]
+__all__ = [
+    "Samples",
+    "Context",
+    "EngineState",
+    "make_context",
+    "initial_state",
+    "select",
+    "block_answer",
+]
 
 
 class Samples(NamedTuple):
@@ -62,6 +70,9 @@ class Context(NamedTuple):
     answer_defect: Callable  # (x, step, answer) -> (code, row); code 0: no defect
     depth: Array  # plan.depth: nesting levels below a block of m steps
     batch_sizes: Array  # plan.batch_sizes: trials of residual batch r
+    #: shapes of ``query(x, a, plan.seq_block)``: the leading part of a speculation answer
+    #: that a recursion block (at most ``seq_block`` steps) reads (:func:`block_answer`)
+    block_answer_shape: Any = None
 
 
 class EngineState(NamedTuple):
@@ -96,6 +107,8 @@ def make_context(process, plan: Plan, keys: Array, validate: bool = True) -> Con
     answer_defect = getattr(process, "answer_defect", None) or (
         lambda x, step, answer: nonfinite_defect(answer)
     )
+    x_like = jax.eval_shape(process.init, keys[0])
+    block_rows = min(plan.answer_rows, max(1, plan.seq_block))
     return Context(
         process=process,
         plan=plan,
@@ -104,6 +117,23 @@ def make_context(process, plan: Plan, keys: Array, validate: bool = True) -> Con
         answer_defect=answer_defect,
         depth=jnp.asarray(plan.depth),
         batch_sizes=jnp.asarray(plan.batch_sizes),
+        block_answer_shape=jax.eval_shape(lambda x: process.query(x, 0, block_rows), x_like),
+    )
+
+
+def block_answer(context: Context, answer):
+    """The part of a speculation answer ``query(x, a, R)`` that a recursion block reads: the
+    leading part of each leaf, of the shape of ``query(x, a, seq_block)`` (the process
+    contract: an answer of fewer rows is the leading part of one of more,
+    :mod:`numpyro_autospec.processes.base`).  Any-order answers keep their first
+    ``recursion_block`` rows of ``max_window``, so the speculation of a block of 2 steps deep in
+    a residual loop no longer draws and scores ``max_window`` rows (4096 at ``n = 4096``);
+    diffusion answers keep their shape.  The rows a block uses are the same, so are the
+    draws."""
+    return jax.tree.map(
+        lambda leaf, like: leaf[tuple(slice(0, size) for size in like.shape)],
+        answer,
+        context.block_answer_shape,
     )
 
 

@@ -26,7 +26,7 @@ from jax import Array
 
 from numpyro_autospec.engine.plan import Plan
 from numpyro_autospec.engine.pool import NO_TRIAL, Pool, Status, block_key, gather
-from numpyro_autospec.engine.state import Context, select
+from numpyro_autospec.engine.state import Context, block_answer, select
 from numpyro_autospec.engine.windows import next_root_block
 from numpyro_autospec.rejection import block_keys, residual_accepts, speculation_accepts
 
@@ -95,18 +95,18 @@ def local_step(context: Context, slot: Pool) -> Pool:
     )
 
 
-def speculate(context: Context, slot: Pool) -> Pool:
+def speculate(context: Context, recursion: bool, slot: Pool) -> Pool:
     """``x' ~ nu`` frozen at ``O_a`` (window: ``split(key)[0]``; recursion block:
     ``block_keys(key)[0]``), and the scoring round is set up (``m - 1`` queries, plus the
-    lookahead)."""
+    lookahead).  ``recursion``: every slot moved is a recursion block, which reads only
+    :func:`~numpyro_autospec.engine.state.block_answer` of its answer."""
     process = context.process
     key = block_key(slot)
     length = slot.block_end - slot.block_start
     key_speculation = jnp.where(slot.verifying, jax.random.split(key)[0], block_keys(key)[0])
-    x_speculated = process.spec_sample(
-        key_speculation, slot.x, slot.block_start, length, slot.answer
-    )
-    first = process.reduce(x_speculated, slot.block_start, slot.answer)
+    answer = block_answer(context, slot.answer) if recursion else slot.answer
+    x_speculated = process.spec_sample(key_speculation, slot.x, slot.block_start, length, answer)
+    first = process.reduce(x_speculated, slot.block_start, answer)
     return slot._replace(
         status=jnp.full_like(slot.status, Status.SCORING),
         x=x_speculated,
@@ -122,7 +122,7 @@ def decide(context: Context, slot: Pool) -> Pool:
     process = context.process
     _, key_accept, key_residual = block_keys(block_key(slot))
     length = slot.block_end - slot.block_start
-    log_nu = process.spec_logp(slot.x, slot.block_start, length, slot.answer)
+    log_nu = process.spec_logp(slot.x, slot.block_start, length, block_answer(context, slot.answer))
     accepted = speculation_accepts(key_accept, slot.log_mu_block, log_nu)
     accept_state = slot._replace(status=Status.BLOCK_DONE, cursor=slot.block_end)
     reject_state = slot._replace(
@@ -141,7 +141,10 @@ def finish(context: Context, slot: Pool) -> Pool:
     """A finished range: a trial takes its residual test ``max(0, 1 - nu/mu)`` and
     reports; a root asks for its final query or completes."""
     process, plan = context.process, context.plan
-    log_nu = process.spec_logp(slot.x, slot.start, slot.stop - slot.start, slot.answer_parent)
+    # a trial's range is its parent's recursion block (a root's value is not used)
+    log_nu = process.spec_logp(
+        slot.x, slot.start, slot.stop - slot.start, block_answer(context, slot.answer_parent)
+    )
     trial_accepts = residual_accepts(slot.key_accept, slot.log_mu_total, log_nu)
     if plan.final_query:
         root_status = jnp.where(slot.has_answer, Status.COMPLETE, Status.NEED_FINAL)
@@ -223,9 +226,21 @@ def advance(context: Context, pool: Pool) -> tuple[Pool, Array]:
     the pool and whether any task moved."""
     plan = context.plan
     pool, moved_local = phase(plan, pool, is_local(pool), functools.partial(local_step, context))
-    pool, moved_speculate = phase(
-        plan, pool, pool.status == Status.SPECULATE, functools.partial(speculate, context)
-    )
+    speculating = pool.status == Status.SPECULATE
+    if plan.block_speculation:
+        # windows speculate from whole answers, recursion blocks from their leading rows
+        pool, moved_window = phase(
+            plan, pool, speculating & pool.verifying, functools.partial(speculate, context, False)
+        )
+        pool, moved_block = phase(
+            plan, pool, speculating & ~pool.verifying, functools.partial(speculate, context, True)
+        )
+        moved_speculate = moved_window | moved_block
+    else:
+        recursion = plan.policy.rule is None
+        pool, moved_speculate = phase(
+            plan, pool, speculating, functools.partial(speculate, context, recursion)
+        )
     ready = scored(plan, pool) & ~pool.verifying
     pool, moved_decide = phase(plan, pool, ready, functools.partial(decide, context))
     pool, moved_finish = phase(

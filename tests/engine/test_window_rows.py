@@ -1,21 +1,27 @@
-"""Root windows are scored in the smallest row count that holds the round's longest window
-(``engine.plan.window_rows``, ``engine.rounds.query_round``): the draws and rounds stay those of
-the reference sampler, which scores every window with ``max_window - 1`` rows; too few rows would
-change them."""
+"""Root windows and recursion blocks are scored in the smallest row count that holds the round's
+longest block of their kind (``engine.plan.window_rows``, ``engine.plan.block_rows``,
+``engine.rounds.query_round``), and recursion blocks speculate from the leading rows of their
+answers (``engine.state.block_answer``): the draws and rounds stay those of the reference
+sampler, which scores every window with ``max_window - 1`` rows, every recursion block with
+``recursion_block - 1`` and speculates from all ``answer_rows``; too few rows would change
+them."""
 
 import importlib
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from numpyro_autospec import reference
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import run
 from numpyro_autospec.engine.plan import Capacity, plan
-from numpyro_autospec.oracles import CurieWeissOracle
+from numpyro_autospec.oracles import CurieWeissOracle, IsingChainOracle
 from numpyro_autospec.processes import AnyOrderProcess
 
 plan_module = importlib.import_module("numpyro_autospec.engine.plan")
+transitions = importlib.import_module("numpyro_autospec.engine.transitions")
 KEY = jax.random.key_data(jax.random.PRNGKey(0))
 N = 256
 DRAWS = 6
@@ -41,36 +47,97 @@ def test_row_counts_halve_down_to_the_smallest_window_for_large_states():
     assert sizes.window_rows == (63, 127, 255, 511, 1023, 2047, 4095)
     assert sizes.window_rows[0] == policy.min_window - 1
     assert sizes.window_rows[-1] == policy.score_rows(True)
+    assert sizes.block_rows == (3, 7, 15, 31)
+    assert sizes.block_rows[-1] == policy.score_rows(False)
     small = AnyOrderProcess(CurieWeissOracle(64, beta=1.0), 64, 2)
-    assert plan(small, SamplerConfig(), Capacity(), 8, KEY).window_rows == (63,)
+    small_sizes = plan(small, SamplerConfig(), Capacity(), 8, KEY)
+    assert (small_sizes.window_rows, small_sizes.block_rows) == ((63,), (3,))
 
 
-def engine_and_reference(process):
+def halving_to_one(policy, row_bytes):
+    """Recursion-block row counts halved down to 1 whatever the bytes (at ``N = 256`` the
+    shipped rule keeps one count)."""
+    return plan_module.buckets(policy.score_rows(False), 1, 0, factor=2)
+
+
+#: the blocks whose row counts each check exercises: root windows (the default root, N = 256) or
+#: recursion blocks (a root of recursion blocks, whose residual trials run blocks of 32, 16, ...
+#: steps below the root's 64)
+CASES = {
+    "window_rows": (SamplerConfig(), N),
+    "block_rows": (SamplerConfig(root_windows=False), 64),
+}
+
+
+def random_chain(n):
+    """An Ising chain with random couplings and fields: every site has its own row (Curie-Weiss's
+    free sites share one, so a wrong row could go unnoticed)."""
+    rng = np.random.default_rng(0)
+    return IsingChainOracle(rng.uniform(-1.0, 1.2, n - 1), rng.normal(0.0, 0.5, n))
+
+
+def engine_and_reference(process, config):
     key = jax.random.PRNGKey(5)
-    samples = jax.jit(lambda keys: run(process, keys))(jax.random.split(key, DRAWS))
-    values, rounds, queries = reference.sample_many(process, key, DRAWS)
+    samples = jax.jit(lambda keys: run(process, keys, config))(jax.random.split(key, DRAWS))
+    values, rounds, queries = reference.sample_many(process, key, DRAWS, config)
     return samples, values, rounds, queries
 
 
-def test_smaller_row_counts_keep_the_reference_draws_and_rounds():
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_smaller_row_counts_keep_the_reference_draws_and_rounds(monkeypatch, kind):
+    monkeypatch.setattr(plan_module, "block_rows", halving_to_one)
+    config, n = CASES[kind]
     used = set()
-    process = AnyOrderProcess(RowCountingOracle(N, 1.0, used), N, 2)
-    window_rows = plan(process, SamplerConfig(), Capacity(), DRAWS, KEY).window_rows
-    assert len(window_rows) > 1
-    samples, values, rounds, queries = engine_and_reference(process)
+    process = AnyOrderProcess(RowCountingOracle(n, 1.0, used), n, 2)
+    counts = getattr(plan(process, config, Capacity(), DRAWS, KEY), kind)
+    assert len(counts) > 1
+    samples, values, rounds, queries = engine_and_reference(process, config)
     np.testing.assert_array_equal(np.asarray(samples.value), values)
     np.testing.assert_array_equal(np.asarray(samples.rounds), rounds)
     assert np.all(np.asarray(samples.queries) <= queries)
     # the engine used a row count below the reference's
-    assert min(used & set(window_rows)) < window_rows[-1]
+    assert min(used & set(counts)) < counts[-1]
 
 
-def test_too_few_rows_would_change_the_draws(monkeypatch):
-    """The check above can fail: an engine that scores every window with the smallest count
-    (rows past it are never computed) does not reproduce the reference."""
-    monkeypatch.setattr(plan_module, "window_rows", lambda policy, row_bytes: (15,))
-    process = AnyOrderProcess(CurieWeissOracle(N, beta=1.0), N, 2)
-    samples, values, rounds, _ = engine_and_reference(process)
+#: windows of 8 steps, each followed by a recursion block of 8 steps unless it kept all of
+#: them, with answers of 64 rows: recursion blocks speculate from their answers' first 8 rows
+FALLBACKS = SamplerConfig(window=8, window_growth=0, floor=8, fallback=8)
+
+
+def test_recursion_blocks_speculating_from_leading_rows_keep_the_reference_draws(monkeypatch):
+    """Recursion blocks speculating in a phase of their own from their answers' leading rows
+    (``Plan.block_speculation``, on for large answers only) beside root windows: the
+    reference's draws and rounds."""
+    monkeypatch.setattr(plan_module, "block_speculation", lambda *args: True)
+    n = 64
+    process = AnyOrderProcess(random_chain(n), n, 2)
+    assert plan(process, FALLBACKS, Capacity(), DRAWS, KEY).block_speculation
+    samples, values, rounds, _ = engine_and_reference(process, FALLBACKS)
+    np.testing.assert_array_equal(np.asarray(samples.value), values)
+    np.testing.assert_array_equal(np.asarray(samples.rounds), rounds)
+
+
+def first_row_only(context, answer):
+    """A wrong ``block_answer``: every row replaced by the first (the rows past it unused)."""
+    return jax.tree.map(lambda leaf: jnp.broadcast_to(leaf[:1], leaf.shape), answer)
+
+
+@pytest.mark.parametrize("kind", [*sorted(CASES), "block_answer"])
+def test_too_few_rows_would_change_the_draws(monkeypatch, kind):
+    """The checks can fail: an engine that scores every window (every recursion block) with one
+    row, or speculates every recursion block from the first row of its answer (rows past it are
+    never used), does not reproduce the reference."""
+    if kind == "block_answer":
+        monkeypatch.setattr(plan_module, "block_speculation", lambda *args: True)
+        monkeypatch.setattr(transitions, "block_answer", first_row_only)
+        config, n = FALLBACKS, 64
+        oracle = random_chain(n)
+    else:
+        monkeypatch.setattr(plan_module, kind, lambda policy, row_bytes: (1,))
+        config, n = CASES[kind]
+        oracle = CurieWeissOracle(n, beta=1.0)
+    process = AnyOrderProcess(oracle, n, 2)
+    samples, values, rounds, _ = engine_and_reference(process, config)
     same = np.array_equal(np.asarray(samples.value), values) and np.array_equal(
         np.asarray(samples.rounds), rounds
     )
