@@ -278,6 +278,33 @@ def bucketed(state: EngineState, demand: Array, sizes, call) -> EngineState:
     )
 
 
+def scoring_calls(
+    context: Context,
+    state: EngineState,
+    blocks: Array,
+    window: bool,
+    lane_sizes: tuple[int, ...],
+    row_sizes: tuple[int, ...],
+) -> EngineState:
+    """The block-scoring calls of the slots ``blocks`` (all root windows or all recursion
+    blocks): in the smallest of ``lane_sizes`` that holds their number, each of the smallest of
+    ``row_sizes`` that holds the longest of them (``Plan.window_rows``, ``Plan.block_rows``), so
+    that a window of 256 steps, or a block of 2 steps deep in a residual loop, does not pay for
+    the rows of the largest block."""
+    pool = state.pool
+    longest = jnp.max(jnp.where(blocks, pool.block_end - pool.block_start - 1, 0))
+
+    def call(state, lanes):
+        return bucketed(
+            state,
+            jnp.maximum(longest, 1),
+            row_sizes,
+            lambda state, rows: block_round(context, state, lanes, window, rows),
+        )
+
+    return bucketed(state, jnp.sum(blocks), lane_sizes, call)
+
+
 def query_round(context: Context, state: EngineState) -> EngineState:
     """The round's queries, by shape (the transitions have run); counts the round for every
     active draw when there was any demand, and marks the run stalled when there was none."""
@@ -298,34 +325,12 @@ def query_round(context: Context, state: EngineState) -> EngineState:
     )
     if plan.block_scoring:
         window_blocks = blocks & pool.verifying
-        windows = jnp.sum(window_blocks)
-        # rows: the longest scored window of the round, in the smallest of plan.window_rows
-        # (a window of 256 steps does not pay for max_window rows)
-        window_rows = jnp.max(jnp.where(window_blocks, pool.block_end - pool.block_start - 1, 0))
-
-        def window_round(state, size):
-            return bucketed(
-                state,
-                jnp.maximum(window_rows, 1),
-                plan.window_rows,
-                lambda state, rows: block_round(context, state, size, True, rows),
-            )
-
-        state = bucketed(state, windows, plan.window_buckets, window_round)
-        # the same for recursion blocks: blocks deep in a residual loop are short
-        recursion_blocks = blocks & ~pool.verifying
-        recursion = jnp.sum(recursion_blocks)
-        block_rows = jnp.max(jnp.where(recursion_blocks, pool.block_end - pool.block_start - 1, 0))
-
-        def recursion_round(state, size):
-            return bucketed(
-                state,
-                jnp.maximum(block_rows, 1),
-                plan.block_rows,
-                lambda state, rows: block_round(context, state, size, False, rows),
-            )
-
-        state = bucketed(state, recursion, plan.block_buckets, recursion_round)
+        state = scoring_calls(
+            context, state, window_blocks, True, plan.window_buckets, plan.window_rows
+        )
+        state = scoring_calls(
+            context, state, blocks & ~window_blocks, False, plan.block_buckets, plan.block_rows
+        )
     has_demand = total > 0
     return state._replace(
         rounds=state.rounds + (active & has_demand).astype(jnp.int32),
