@@ -71,7 +71,8 @@ class Context(NamedTuple):
     depth: Array  # plan.depth: nesting levels below a block of m steps
     batch_sizes: Array  # plan.batch_sizes: trials of residual batch r
     #: shapes of ``query(x, a, plan.seq_block)``: the leading part of a speculation answer
-    #: that a recursion block (at most ``seq_block`` steps) reads (:func:`block_answer`)
+    #: that a recursion block (at most ``seq_block`` steps) reads (:func:`block_answer`);
+    #: ``None`` when that is the whole answer
     block_answer_shape: Any = None
 
 
@@ -107,8 +108,11 @@ def make_context(process, plan: Plan, keys: Array, validate: bool = True) -> Con
     answer_defect = getattr(process, "answer_defect", None) or (
         lambda x, step, answer: nonfinite_defect(answer)
     )
-    x_like = jax.eval_shape(process.init, keys[0])
-    block_rows = min(plan.answer_rows, max(1, plan.seq_block))
+    block_rows = max(1, plan.seq_block)
+    block_answer_shape = None
+    if block_rows < plan.answer_rows:  # only then is a recursion block's answer a part
+        x_like = jax.eval_shape(process.init, keys[0])
+        block_answer_shape = jax.eval_shape(lambda x: process.query(x, 0, block_rows), x_like)
     return Context(
         process=process,
         plan=plan,
@@ -117,7 +121,7 @@ def make_context(process, plan: Plan, keys: Array, validate: bool = True) -> Con
         answer_defect=answer_defect,
         depth=jnp.asarray(plan.depth),
         batch_sizes=jnp.asarray(plan.batch_sizes),
-        block_answer_shape=jax.eval_shape(lambda x: process.query(x, 0, block_rows), x_like),
+        block_answer_shape=block_answer_shape,
     )
 
 
@@ -128,8 +132,11 @@ def block_answer(context: Context, answer):
     :mod:`numpyro_autospec.processes.base`).  Any-order answers keep their first
     ``recursion_block`` rows of ``max_window``, so the speculation of a block of 2 steps deep in
     a residual loop no longer draws and scores ``max_window`` rows (4096 at ``n = 4096``);
-    diffusion answers keep their shape.  The rows a block uses are the same, so are the
-    draws."""
+    diffusion answers, and any-order answers when recursion blocks are as long as the answers,
+    are kept whole (no shape is traced for them).  The rows a block uses are the same, so are
+    the draws."""
+    if context.block_answer_shape is None:
+        return answer
     return jax.tree.map(
         lambda leaf, like: leaf[tuple(slice(0, size) for size in like.shape)],
         answer,

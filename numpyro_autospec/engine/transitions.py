@@ -237,9 +237,8 @@ def advance(context: Context, pool: Pool) -> tuple[Pool, Array]:
         )
         moved_speculate = moved_window | moved_block
     else:
-        recursion = plan.policy.rule is None
         pool, moved_speculate = phase(
-            plan, pool, speculating, functools.partial(speculate, context, recursion)
+            plan, pool, speculating, functools.partial(speculate, context, False)
         )
     ready = scored(plan, pool) & ~pool.verifying
     pool, moved_decide = phase(plan, pool, ready, functools.partial(decide, context))
