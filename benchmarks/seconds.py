@@ -14,6 +14,10 @@ row where the oracle scores blocks).
     .venv/bin/python benchmarks/seconds.py                      # every case, table + CSV + plot
     .venv/bin/python benchmarks/seconds.py --cases cw-4096 mlp-256
     .venv/bin/python benchmarks/seconds.py --memory --cases cw-16384 potts-1024-q512
+    .venv/bin/python benchmarks/seconds.py --cases cw-4096 --configs autospec: autospec:leaf=2
+
+``--configs`` times several engine configurations (``benchmarks/rounds.py``'s notation) against
+one sequential measurement per case, in the same process: one row per case and configuration.
 
 ``--memory`` measures instead the memory of *one* autospeculation draw (``engine.run`` on one
 key, default config), each case in a fresh process that does nothing else: peak RSS after
@@ -119,41 +123,57 @@ def per_draw(outputs: list, field: str) -> np.ndarray:
     return np.concatenate([np.ravel(np.asarray(getattr(out, field))) for out in outputs])
 
 
-def measure(case: str, draws: int, repeats: int) -> dict:
-    """One case, in this process: seconds per draw (mean, median and slowest over the
-    ``repeats`` one-draw calls, whose draws the rounds and queries columns also describe),
-    and draws per second for calls of ``draws`` draws."""
+def measure_sampler(sampler, draws: int, repeats: int, name: str) -> dict:
+    """The ``name_*`` columns of one sampler ``sampler(keys) -> Samples``: seconds per draw
+    (mean, median and slowest over the ``repeats`` one-draw calls, whose draws the rounds and
+    queries columns also describe) and draws per second for calls of ``draws`` draws."""
+    one = jax.jit(lambda key: sampler(key[None]))
+    many = jax.jit(lambda key: sampler(jax.random.split(key, draws)))
+    first, seconds, outputs = timed(one, repeats)
+    _, seconds_many, _ = timed(many, max(1, repeats // 2))
+    rounds, queries = per_draw(outputs, "rounds"), per_draw(outputs, "queries")
+    conditionals = per_draw(outputs, "conditionals")
+    return {
+        f"{name}_compile_s": round(first - float(np.median(seconds)), 2),
+        f"{name}_s_per_draw": float(np.mean(seconds)),
+        f"{name}_s_median": float(np.median(seconds)),
+        f"{name}_s_max": float(np.max(seconds)),
+        f"{name}_draws_per_s": draws / float(np.mean(seconds_many)),
+        f"{name}_rounds": float(np.mean(rounds)),
+        f"{name}_rounds_max": int(np.max(rounds)),
+        f"{name}_queries": float(np.mean(queries)),
+        f"{name}_conditionals": float(np.mean(conditionals)),
+        f"{name}_conditionals_max": int(np.max(conditionals)),
+    }
+
+
+def measure(case: str, draws: int, repeats: int, configs: list[str]) -> list[dict]:
+    """One case, in this process: the sequential sampler once, then ``engine.run`` under each
+    of ``configs``; one row per configuration, each with the same sequential columns."""
     from numpyro_autospec.engine import run
     from numpyro_autospec.sequential import sequential_run
 
+    sys.path.insert(0, HERE)
+    from rounds import sampler_config
+
     process = make_process(case)
-    samplers = {
-        "sequential": lambda keys: sequential_run(process, keys),
-        "autospec": lambda keys: run(process, keys),
-    }
-    row = {"case": case, "draws": draws, "repeats": repeats}
-    for name, sampler in samplers.items():
-        one = jax.jit(lambda key, s=sampler: s(key[None]))
-        many = jax.jit(lambda key, s=sampler: s(jax.random.split(key, draws)))
-        first, seconds, outputs = timed(one, repeats)
-        _, seconds_many, _ = timed(many, max(1, repeats // 2))
-        rounds, queries = per_draw(outputs, "rounds"), per_draw(outputs, "queries")
-        conditionals = per_draw(outputs, "conditionals")
-        row[f"{name}_compile_s"] = round(first - float(np.median(seconds)), 2)
-        row[f"{name}_s_per_draw"] = float(np.mean(seconds))
-        row[f"{name}_s_median"] = float(np.median(seconds))
-        row[f"{name}_s_max"] = float(np.max(seconds))
-        row[f"{name}_draws_per_s"] = draws / float(np.mean(seconds_many))
-        row[f"{name}_rounds"] = float(np.mean(rounds))
-        row[f"{name}_rounds_max"] = int(np.max(rounds))
-        row[f"{name}_queries"] = float(np.mean(queries))
-        row[f"{name}_conditionals"] = float(np.mean(conditionals))
-        row[f"{name}_conditionals_max"] = int(np.max(conditionals))
-    row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    row["speedup_one"] = row["sequential_s_per_draw"] / row["autospec_s_per_draw"]
-    row["speedup_median"] = row["sequential_s_median"] / row["autospec_s_median"]
-    row["speedup_many"] = row["autospec_draws_per_s"] / row["sequential_draws_per_s"]
-    return row
+    sequential = measure_sampler(
+        lambda keys: sequential_run(process, keys), draws, repeats, "sequential"
+    )
+    rows = []
+    for config in configs:
+        engine_config = sampler_config(config, process.num_steps)
+        row = {"case": case, "config": config, "draws": draws, "repeats": repeats}
+        row |= sequential
+        row |= measure_sampler(
+            lambda keys, c=engine_config: run(process, keys, c), draws, repeats, "autospec"
+        )
+        row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        row["speedup_one"] = row["sequential_s_per_draw"] / row["autospec_s_per_draw"]
+        row["speedup_median"] = row["sequential_s_median"] / row["autospec_s_median"]
+        row["speedup_many"] = row["autospec_draws_per_s"] / row["sequential_draws_per_s"]
+        rows.append(row)
+    return rows
 
 
 def measure_memory(case: str) -> dict:
@@ -197,14 +217,14 @@ def memory_table(rows: list[dict]) -> str:
 
 def table(rows: list[dict]) -> str:
     header = (
-        "| case | sequential s/draw | autospec s/draw (mean / median / slowest) | speed-up "
-        "(mean / median draw) | speed-up, {d} draws | rounds (seq / auto mean / max) "
+        "| case | config | sequential s/draw | autospec s/draw (mean / median / slowest) "
+        "| speed-up (mean / median draw) | speed-up, {d} draws | rounds (seq / auto mean / max) "
         "| queries (seq / auto) | conditionals auto (mean / max) | peak RSS MB |"
     ).format(d=rows[0]["draws"] if rows else "")
-    lines = [header, "|" + "---|" * 9]
+    lines = [header, "|" + "---|" * 10]
     for r in rows:
         lines.append(
-            f"| {r['case']} | {r['sequential_s_per_draw']:.4f} "
+            f"| {r['case']} | {r['config']} | {r['sequential_s_per_draw']:.4f} "
             f"| {r['autospec_s_per_draw']:.4f} / {r['autospec_s_median']:.4f} "
             f"/ {r['autospec_s_max']:.4f} "
             f"| {r['speedup_one']:.2f}x / {r['speedup_median']:.2f}x | {r['speedup_many']:.2f}x "
@@ -224,7 +244,8 @@ def plot(rows: list[dict], path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    cases = [r["case"] for r in rows]
+    several = len({r["config"] for r in rows}) > 1
+    cases = [r["case"] + (f" {r['config']}" if several else "") for r in rows]
     position = np.arange(len(rows))
     width = 0.27
     bars = (
@@ -250,25 +271,27 @@ def plot(rows: list[dict], path: str) -> None:
 
 def main(args: argparse.Namespace) -> None:
     if args.child:
-        row = (
-            measure_memory(args.child)
+        found = (
+            [measure_memory(args.child)]
             if args.memory
-            else measure(args.child, args.draws, args.repeats)
+            else measure(args.child, args.draws, args.repeats, args.configs)
         )
-        print(json.dumps(row))
+        print(json.dumps(found))
         return
     format_table = memory_table if args.memory else table
     rows = []
     for case in args.cases:
         command = [sys.executable, __file__, "--child", case]
         command += ["--draws", str(args.draws), "--repeats", str(args.repeats)]
-        command += ["--memory"] if args.memory else []
+        command += ["--memory"] if args.memory else ["--configs", *args.configs]
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             print(f"{case}: failed\n{result.stderr[-2000:]}", file=sys.stderr)
             continue
-        rows.append(json.loads(result.stdout.strip().splitlines()[-1]))
-        print(format_table(rows[-1:]).splitlines()[-1], flush=True)
+        found = json.loads(result.stdout.strip().splitlines()[-1])
+        rows += found
+        for line in format_table(found).splitlines()[2:]:
+            print(line, flush=True)
     if not rows:
         return
     print()
@@ -292,6 +315,14 @@ if __name__ == "__main__":
         default=list(CASES),
         choices=CASES,
         help="cases, each run in its own process",
+    )
+    parser.add_argument(
+        "--configs",
+        nargs="+",
+        default=["autospec:"],
+        help="engine configs in benchmarks/rounds.py's notation ('autospec:' is the default, "
+        "'autospec:window_growth=2,leaf=2' changes two knobs), each timed against the same "
+        "sequential run",
     )
     parser.add_argument("--draws", type=int, default=8, help="draws per call (many-draw rate)")
     parser.add_argument(
