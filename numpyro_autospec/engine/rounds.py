@@ -158,7 +158,9 @@ def step_round(context: Context, state: EngineState, batch: int) -> EngineState:
     demand = step_demand(context, pool)[priority]
     cumulative = jnp.cumsum(demand)
     index = jnp.arange(batch)
-    rank = jnp.minimum(jnp.searchsorted(cumulative, index, side="right"), num_slots - 1)
+    rank = jnp.minimum(
+        jnp.searchsorted(cumulative, index, side="right", method="compare_all"), num_slots - 1
+    )
     valid = index < jnp.minimum(cumulative[-1], batch)
     offset = index - (cumulative[rank] - demand[rank])
     slot = priority[rank]

@@ -157,7 +157,9 @@ def admit(context: Context, pool: Pool, state: EngineState) -> Admission:
     extra_demand = demand - wants_first.astype(jnp.int32)
     cumulative = jnp.cumsum(extra_demand)
     index = jnp.arange(lanes)
-    extra_parent = jnp.minimum(jnp.searchsorted(cumulative, index, side="right"), num_slots - 1)
+    extra_parent = jnp.minimum(
+        jnp.searchsorted(cumulative, index, side="right", method="compare_all"), num_slots - 1
+    )
     extra_valid = index < cumulative[-1]
     extra_offset = (
         index
