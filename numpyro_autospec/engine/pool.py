@@ -27,7 +27,16 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
-__all__ = ["Status", "Pool", "NO_TRIAL", "empty_pool", "gather", "scatter", "block_key"]
+__all__ = [
+    "Status",
+    "Pool",
+    "NO_TRIAL",
+    "empty_pool",
+    "gather",
+    "scatter",
+    "block_key",
+    "expand_demand",
+]
 
 #: "no accepted trial yet"
 NO_TRIAL = 2**30
@@ -173,6 +182,27 @@ def gather(tree, index: Array):
 def scatter(tree, index: Array, values):
     """Write rows ``index`` of every leaf; out-of-range indices are dropped."""
     return jax.tree.map(lambda leaf, value: leaf.at[index].set(value, mode="drop"), tree, values)
+
+
+def expand_demand(demand: Array, count: int) -> tuple[Array, Array, Array]:
+    """The first ``count`` items of the slots' ``demand`` (items per slot) laid end to end:
+    for each item its slot (an index into ``demand``), its offset among that slot's items, and
+    whether it exists (``item < sum(demand)``).
+
+    >>> import jax.numpy as jnp
+    >>> owner, offset, exists = expand_demand(jnp.array([2, 0, 1]), 4)
+    >>> owner.tolist(), offset.tolist(), exists.tolist()
+    ([0, 0, 2, 2], [0, 1, 0, 1], [True, True, True, False])
+    """
+    cumulative = jnp.cumsum(demand)
+    item = jnp.arange(count)
+    # compare_all: one fusion, where the default scan is a while loop of log2(slots) steps
+    owner = jnp.minimum(
+        jnp.searchsorted(cumulative, item, side="right", method="compare_all"),
+        demand.shape[0] - 1,
+    )
+    offset = item - (cumulative[owner] - demand[owner])
+    return owner, offset, item < cumulative[-1]
 
 
 def block_key(slot: Pool) -> Array:

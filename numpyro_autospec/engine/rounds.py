@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from jax import Array
 
 from numpyro_autospec.engine.plan import has_batched_forms
-from numpyro_autospec.engine.pool import Pool, Status, gather, scatter
+from numpyro_autospec.engine.pool import Pool, Status, expand_demand, gather, scatter
 from numpyro_autospec.engine.sharding import sharded_batch
 from numpyro_autospec.engine.state import Context, EngineState, nonfinite_defect
 from numpyro_autospec.engine.transitions import wants_lookahead
@@ -155,14 +155,7 @@ def step_round(context: Context, state: EngineState, batch: int) -> EngineState:
     # older draws first (then slot order), so that a tight query capacity delays new
     # draws rather than starving old ones
     priority = jnp.argsort(pool.draw * num_slots + jnp.arange(num_slots))
-    demand = step_demand(context, pool)[priority]
-    cumulative = jnp.cumsum(demand)
-    index = jnp.arange(batch)
-    rank = jnp.minimum(
-        jnp.searchsorted(cumulative, index, side="right", method="compare_all"), num_slots - 1
-    )
-    valid = index < jnp.minimum(cumulative[-1], batch)
-    offset = index - (cumulative[rank] - demand[rank])
+    rank, offset, valid = expand_demand(step_demand(context, pool)[priority], batch)
     slot = priority[rank]
     status = pool.status[slot]
     scoring = status == Status.SCORING

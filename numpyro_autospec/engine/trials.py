@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
-from numpyro_autospec.engine.pool import NO_TRIAL, Pool, Status, gather, scatter
+from numpyro_autospec.engine.pool import NO_TRIAL, Pool, Status, expand_demand, gather, scatter
 from numpyro_autospec.engine.state import Context, EngineState
 from numpyro_autospec.rejection import trial_keys
 
@@ -154,25 +154,17 @@ def admit(context: Context, pool: Pool, state: EngineState) -> Admission:
     wants_first = (demand > 0) & (live_children == 0)
     (first_parent,) = jnp.nonzero(wants_first, size=lanes, fill_value=num_slots)
     first_valid = first_parent < num_slots
-    extra_demand = demand - wants_first.astype(jnp.int32)
-    cumulative = jnp.cumsum(extra_demand)
-    index = jnp.arange(lanes)
-    extra_parent = jnp.minimum(
-        jnp.searchsorted(cumulative, index, side="right", method="compare_all"), num_slots - 1
+    extra_parent, extra_offset, extra_valid = expand_demand(
+        demand - wants_first.astype(jnp.int32), lanes
     )
-    extra_valid = index < cumulative[-1]
-    extra_offset = (
-        index
-        - (cumulative[extra_parent] - extra_demand[extra_parent])
-        + wants_first[extra_parent].astype(jnp.int32)
-    )
+    extra_offset = extra_offset + wants_first[extra_parent].astype(jnp.int32)
     spawn_parent = jnp.concatenate([jnp.minimum(first_parent, num_slots - 1), extra_parent])
     offset = jnp.concatenate([jnp.zeros(lanes, jnp.int32), extra_offset])
     child_need = depth[jnp.clip((length[spawn_parent] + 1) // 2, 0, plan.seq_block + 1)]
     spawn_cost = jnp.concatenate([jnp.zeros(lanes, jnp.int32), 1 + child_need[lanes:]])
 
     # new draws
-    root_draw = state.next_draw + index
+    root_draw = state.next_draw + jnp.arange(lanes)
     root_valid = root_draw < plan.num_draws
     root_cost = jnp.full((lanes,), 1 + int(plan.depth[plan.seq_block]), jnp.int32)
 
