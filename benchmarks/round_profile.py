@@ -141,7 +141,7 @@ def profile(case: str, config: str, seed: int, repeats: int) -> dict:
     from numpyro_autospec.engine import run
 
     process = make_process(case)
-    engine_config = sampler_config(config.split(" ")[0], process.num_steps)
+    engine_config = sampler_config(config, process.num_steps)
     key = jax.random.PRNGKey(seed)
     compiled = jax.jit(lambda k: run(process, k[None], engine_config)).lower(key).compile()
     seconds = []
@@ -194,8 +194,10 @@ def table(result: dict) -> str:
 def main(args: argparse.Namespace) -> None:
     if args.unrolled_threefry:
         unroll_threefry_on_cpu()
-        args.config += " with the hash unrolled"
-    print(table(profile(args.case, args.config, args.seed, args.repeats)))
+    result = profile(args.case, args.config, args.seed, args.repeats)
+    if args.unrolled_threefry:
+        result["config"] += " with the hash unrolled"
+    print(table(result))
 
 
 if __name__ == "__main__":
