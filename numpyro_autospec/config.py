@@ -30,6 +30,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+from numpyro_autospec.enumeration import enumeration_size
+
 __all__ = ["SamplerConfig", "RootPolicy", "AfterWindow", "METHODS", "RULES", "DIFFUSION_GROWTH"]
 
 #: ``autospec``: recursive speculative rejection sampling (the paper), by default with
@@ -83,6 +85,11 @@ class RootPolicy(NamedTuple):
     growth:
         residual growth :math:`\\rho`: batch ``r`` of a residual loop runs
         :math:`\\lceil (1+\\rho)^r \\rceil` trials (never changes the law).
+    enumeration:
+        rejected recursion blocks of ``2..enumeration`` steps draw their residual by
+        enumeration (:mod:`numpyro_autospec.enumeration`: one round) instead of a residual
+        loop; ``0``: never.  Resolved from ``SamplerConfig.residual_enumeration`` and the
+        number of values a step takes.
 
     Example: the resolved root of the default configuration for 1024 steps.
 
@@ -101,6 +108,7 @@ class RootPolicy(NamedTuple):
     recursion_block: int
     leaf_size: int
     growth: float = 1.0
+    enumeration: int = 0
 
     @property
     def answer_rows(self) -> int:
@@ -225,6 +233,13 @@ class SamplerConfig(NamedTuple):
         recurse after a window that advanced fewer steps (default ``sqrt(N) / 4``).
     fallback:
         size of the recursion block after such a window (default ``sqrt(N) / 2``).
+    residual_enumeration:
+        a rejected recursion block whose steps take :math:`q` values draws its residual
+        :math:`(\\mu_S - \\nu_S)_+` by enumeration when its :math:`q^{m-1}` prefix
+        configurations number at most this many: one round of :math:`q^{m-1}` evaluations
+        instead of a residual loop of about :math:`1/\\mathrm{TV}` trials
+        (:mod:`numpyro_autospec.enumeration`; the same law).  ``0``: always the loop (the
+        paper as written).  Only processes with discrete steps enumerate.
 
     The defaults were chosen with ``benchmarks/rounds.py`` (see ``docs/benchmarks.md``).
 
@@ -251,15 +266,20 @@ class SamplerConfig(NamedTuple):
     max_window: int | None = None
     floor: int | None = None
     fallback: int | None = None
+    residual_enumeration: int = 16
 
-    def root_policy(self, num_steps: int, discrete: bool = True) -> RootPolicy:
-        """Resolve the root's sizes for a process of ``num_steps`` steps."""
+    def root_policy(
+        self, num_steps: int, discrete: bool = True, num_categories: int = 0
+    ) -> RootPolicy:
+        """Resolve the root's sizes for a process of ``num_steps`` steps (whose steps take
+        ``num_categories`` values when ``discrete``; 0: unknown, no residual enumeration)."""
         n = max(1, int(num_steps))
         self.validate()
         if self.method == "sequential":
             return RootPolicy(None, n, 0, n, n, 0, n, n)
         leaf = max(1, int(self.leaf_size))
         growth = self.residual_growth(discrete)
+        enumeration = enumeration_size(self.residual_enumeration, num_categories) if discrete else 0
         if self.method in ("assd", "block"):
             if not discrete:
                 raise ValueError(
@@ -276,7 +296,8 @@ class SamplerConfig(NamedTuple):
             )
         if not windows:
             block = n if self.block_size is None else max(1, min(int(self.block_size), n))
-            return RootPolicy(None, block, 0, block, block, 0, block, leaf, growth)
+            enumeration = min(enumeration, block) if enumeration > leaf else 0
+            return RootPolicy(None, block, 0, block, block, 0, block, leaf, growth, enumeration)
         min_window = _scaled(self.min_window, 1.0, n)
         max_window = n if self.max_window is None else max(1, min(int(self.max_window), n))
         min_window = min(min_window, max_window)
@@ -288,9 +309,10 @@ class SamplerConfig(NamedTuple):
             min_window=min_window,
             max_window=max_window,
             floor=0 if self.floor == 0 else _scaled(self.floor, 0.25, n),
-            recursion_block=_scaled(self.fallback, 0.5, n),
+            recursion_block=(block := _scaled(self.fallback, 0.5, n)),
             leaf_size=leaf,
             growth=growth,
+            enumeration=min(enumeration, block) if enumeration > leaf else 0,
         )
 
     def residual_growth(self, discrete: bool = True) -> float:
@@ -319,4 +341,8 @@ class SamplerConfig(NamedTuple):
             raise ValueError(f"leaf_size must be >= 1, got {self.leaf_size}")
         if self.growth is not None and not (self.growth > 0 and math.isfinite(self.growth)):
             raise ValueError(f"growth must be a positive number, got {self.growth}")
+        if int(self.residual_enumeration) < 0:
+            raise ValueError(
+                f"residual_enumeration must be >= 0, got {self.residual_enumeration}"
+            )
         return self

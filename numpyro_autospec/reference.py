@@ -28,6 +28,10 @@ Reuse of queries (exact: the oracle is a deterministic function of the prefix):
   them), so accepting a trial needs no extra round;
 * with ``lookahead`` the scoring round also queries the step right after the block, which an
   accepted block hands to the next block as its speculation query.
+
+A rejected block small enough for :attr:`~numpyro_autospec.config.RootPolicy.enumeration`
+draws its residual by enumeration instead of the loop (:mod:`numpyro_autospec.enumeration`):
+one round of :math:`q^{m-1}` evaluations, no lookahead answer.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from numpyro_autospec.config import SamplerConfig
+from numpyro_autospec.enumeration import sample_residual
 from numpyro_autospec.processes.base import has_discrete_steps
 from numpyro_autospec.rejection import (
     batch_size,
@@ -143,6 +148,14 @@ class _Jitted:
             """A trial ``y ~ mu`` is kept with probability ``max(0, 1 - nu / mu)``."""
             return residual_accepts(key, log_mu_y, process.spec_logp(y, a, m, answer))
 
+        def enumerate_residual(key, x, a, m, answer):
+            """The block drawn from its residual by enumeration (one round)."""
+            result = sample_residual(
+                process, key, x, a, m, answer, policy.enumeration, block_scoring
+            )
+            return result.x, result.log_mu, result.evaluations
+
+        self.enumerate_residual = jax.jit(enumerate_residual)
         self.leaf_step = jax.jit(leaf_step)
         self.speculate = jax.jit(speculate, static_argnums=(3, 5))
         self.residual_test = jax.jit(residual_test, static_argnums=3)
@@ -183,7 +196,10 @@ class _Sampler:
         self.n = process.num_steps
         self.final_query = process.final_query
         self.config = config.validate()
-        self.policy = config.root_policy(self.n, has_discrete_steps(process))
+        discrete = has_discrete_steps(process)
+        self.policy = config.root_policy(
+            self.n, discrete, process.num_categories if discrete else 0
+        )
         self.p = _jitted(process, self.policy)
         self.block_scoring = self.p.block_scoring
         self.leaf = self.policy.leaf_size
@@ -219,6 +235,10 @@ class _Sampler:
         rounds, queries = rounds + 1, queries + scoring + lookahead
         if accepted:
             return _Result(x_spec, log_mu, answer_next, rounds, queries)
+
+        if m <= self.policy.enumeration:  # the residual by enumeration: one round
+            x, log_mu, evaluations = p.enumerate_residual(k_residual, x, a, m, answer)
+            return _Result(x, log_mu, None, rounds + 1, queries + int(evaluations))
 
         # residual loop: batches of parallel trials, the first accepted trial wins
         half = (m + 1) // 2

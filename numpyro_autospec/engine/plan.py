@@ -104,6 +104,8 @@ class Plan(NamedTuple):
     block_speculation: bool
     block_scoring: bool  # scoring steps of a block are one score_block call
     max_transitions: int
+    #: rejected blocks whose residual is enumerated in one round (engine.rounds), at most
+    enumeration_lanes: int
     depth: np.ndarray  # depth[m]: nesting levels below a block of m steps
     batch_sizes: np.ndarray  # cumulative-free batch size table b_r
     max_rounds: int
@@ -223,12 +225,15 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
     config = config.validate()
     mesh = check_mesh(capacity.mesh)
     num_steps = int(process.num_steps)
-    policy = config.root_policy(num_steps, has_discrete_steps(process))
+    discrete = has_discrete_steps(process)
+    policy = config.root_policy(num_steps, discrete, process.num_categories if discrete else 0)
     recursion_block = policy.recursion_block
     window = policy.max_window if policy.rule is not None else 1
     depth = np.zeros(recursion_block + 2, np.int32)
     for length in range(recursion_block + 2):
-        depth[length] = 0 if length <= policy.leaf_size else 1 + depth[(length + 1) // 2]
+        # a leaf, or a block whose residual is enumerated, spawns no trials
+        no_trials = length <= max(policy.leaf_size, policy.enumeration)
+        depth[length] = 0 if no_trials else 1 + depth[(length + 1) // 2]
     root_need = int(depth[recursion_block])
 
     x_shape = jax.eval_shape(process.init, key_like)
@@ -324,6 +329,7 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         block_speculation=block_speculation(policy, nbytes(answer_shape), max_transitions),
         block_scoring=block_scoring,
         max_transitions=max_transitions,
+        enumeration_lanes=max(1, min(num_slots, max_transitions)),
         depth=depth,
         batch_sizes=batch_sizes,
         max_rounds=max_rounds,

@@ -44,7 +44,7 @@ NO_TRIAL = 2**30
 
 class Status:
     """Slot states.  Query states: ``NEED_ANSWER``, ``LEAF`` (without an answer), ``SCORING``
-    (with queries left), ``NEED_FINAL``.  Transient states are advanced between rounds."""
+    (with queries left), ``NEED_FINAL``, ``ENUMERATE``.  Transient states are advanced between rounds."""
 
     FREE = 0
     START = 1  # a block is set up; decide leaf / speculate / ask for O_a
@@ -58,6 +58,7 @@ class Status:
     NEED_FINAL = 9  # a root waits for query(x, N) (processes with a final query)
     COMPLETE = 10  # a root's output is ready to be written
     SPECULATE = 11  # a block with its O_a known waits for its speculation
+    ENUMERATE = 12  # a rejected block waits for its residual's enumeration round
 
 
 class Pool(NamedTuple):

@@ -8,7 +8,9 @@ round):
 * **single-step queries** ``query(x, k, 1)``: leaf steps, the final query, and the scoring steps
   of a block when the process does not score blocks (:func:`step_round`);
 * **block-scoring calls** ``score_block(x, a + 1, L)``: every scoring step of a block at once
-  (:func:`block_round`).
+  (:func:`block_round`);
+* **enumerations**: the :math:`q^{m-1}` scoring calls of a rejected block whose residual is
+  drawn by enumeration (:func:`enumeration_round`, :mod:`numpyro_autospec.enumeration`).
 
 Each shape runs in the smallest of a few bucket sizes that holds its demand (:func:`bucketed`);
 with a mesh (``Capacity(mesh=...)``) each shape's oracle batch is split over its devices
@@ -26,9 +28,10 @@ from jax import Array
 from numpyro_autospec.engine.plan import has_batched_forms
 from numpyro_autospec.engine.pool import Pool, Status, expand_demand, gather, scatter
 from numpyro_autospec.engine.sharding import sharded_batch
-from numpyro_autospec.engine.state import Context, EngineState, nonfinite_defect
+from numpyro_autospec.engine.state import Context, EngineState, block_answer, nonfinite_defect
 from numpyro_autospec.engine.transitions import wants_lookahead
 from numpyro_autospec.engine.windows import write_window_rows
+from numpyro_autospec.enumeration import sample_residual
 
 __all__ = [
     "speculation_demand",
@@ -37,6 +40,7 @@ __all__ = [
     "speculation_round",
     "step_round",
     "block_round",
+    "enumeration_round",
     "bucketed",
     "query_round",
 ]
@@ -86,12 +90,15 @@ def record_defect(context: Context, state, valid, x, step, answers, slot, pool) 
     return jnp.where(jnp.any(bad) & (state.defect[0] == 0), record, state.defect)
 
 
-def count(context: Context, state: EngineState, valid, slot, rows) -> EngineState:
-    """Add the batch's queries (one per valid lane) and conditionals (``rows`` per lane)
-    to the per-draw counters."""
+def count(
+    context: Context, state: EngineState, valid, slot, rows, evaluations=None
+) -> EngineState:
+    """Add the batch's queries (one per valid lane, or ``evaluations`` per lane) and
+    conditionals (``rows`` per lane) to the per-draw counters."""
     num_draws = context.plan.num_draws
     draw = jnp.where(valid, state.pool.draw[slot], num_draws)
-    queries = jax.ops.segment_sum(valid.astype(jnp.int32), draw, num_draws + 1)
+    per_lane = valid.astype(jnp.int32) if evaluations is None else jnp.where(valid, evaluations, 0)
+    queries = jax.ops.segment_sum(per_lane.astype(jnp.int32), draw, num_draws + 1)
     conditionals = jax.ops.segment_sum(
         jnp.where(valid, rows, 0).astype(jnp.int32), draw, num_draws + 1
     )
@@ -263,6 +270,54 @@ def block_round(
     return count(context, state, valid, slot, used)
 
 
+def enumeration_round(context: Context, state: EngineState) -> EngineState:
+    """Up to ``plan.enumeration_lanes`` rejected blocks draw their residual by enumeration
+    (:func:`~numpyro_autospec.enumeration.sample_residual`, the scoring calls of all their
+    prefix configurations in this round) and finish; blocks beyond that wait a round."""
+    plan, process = context.plan, context.process
+    num_slots, lanes = plan.num_slots, plan.enumeration_lanes
+    pool = state.pool
+    (slot,) = jnp.nonzero(pool.status == Status.ENUMERATE, size=lanes, fill_value=num_slots)
+    valid = slot < num_slots
+    slot = jnp.minimum(slot, num_slots - 1)
+    x = gather(pool.x, slot)
+    start = pool.block_start[slot]
+    length = pool.block_end[slot] - start
+    answers = gather(pool.answer, slot)
+    size, block_scoring = plan.policy.enumeration, plan.block_scoring
+
+    def enumerate_block(key, x, a, m, answer):
+        answer = block_answer(context, answer)
+        return sample_residual(process, key, x, a, m, answer, size, block_scoring)
+
+    result = jax.vmap(enumerate_block)(pool.key_residual[slot], x, start, length, answers)
+    configurations = result.valid.shape[1]
+
+    def flat(tree):
+        return jax.tree.map(lambda leaf: leaf.reshape((-1,) + leaf.shape[2:]), tree)
+
+    defect = record_defect(
+        context,
+        state,
+        (valid[:, None] & result.valid).reshape(-1),
+        flat(result.states),
+        jnp.repeat(start + 1, configurations),
+        flat(result.rows),
+        jnp.repeat(slot, configurations),
+        pool,
+    )
+    target = jnp.where(valid, slot, num_slots)
+    pool = pool._replace(
+        x=scatter(pool.x, target, result.x),
+        log_mu_block=pool.log_mu_block.at[target].set(result.log_mu, mode="drop"),
+        status=pool.status.at[target].set(Status.BLOCK_DONE, mode="drop"),
+        cursor=pool.cursor.at[target].set(pool.block_end[slot], mode="drop"),
+        has_next=pool.has_next.at[target].set(False, mode="drop"),
+    )
+    state = state._replace(pool=pool, defect=defect)
+    return count(context, state, valid, slot, result.conditionals, result.evaluations)
+
+
 def bucketed(state: EngineState, demand: Array, sizes, call) -> EngineState:
     """``call(state, size)`` in the smallest bucket size that holds ``demand`` (skipped
     when ``demand`` is 0)."""
@@ -307,7 +362,8 @@ def query_round(context: Context, state: EngineState) -> EngineState:
     speculation = jnp.sum(speculation_demand(context, pool))
     steps = jnp.sum(step_demand(context, pool))
     blocks = block_demand(context, pool)
-    total = speculation + steps + jnp.sum(blocks)
+    enumerations = jnp.sum(pool.status == Status.ENUMERATE)
+    total = speculation + steps + jnp.sum(blocks) + enumerations
     active = state.started & ~state.done
     state = bucketed(
         state,
@@ -325,6 +381,10 @@ def query_round(context: Context, state: EngineState) -> EngineState:
         )
         state = scoring_calls(
             context, state, blocks & ~window_blocks, False, plan.block_buckets, plan.block_rows
+        )
+    if plan.policy.enumeration:
+        state = jax.lax.cond(
+            enumerations > 0, lambda state: enumeration_round(context, state), lambda s: s, state
         )
     has_demand = total > 0
     return state._replace(

@@ -118,15 +118,17 @@ def speculate(context: Context, recursion: bool, slot: Pool) -> Pool:
 
 def decide(context: Context, slot: Pool) -> Pool:
     """A scored recursion block: accept ``x'`` with probability ``min(1, mu/nu)``, else
-    start the residual loop."""
+    start the residual loop, or wait for the residual's enumeration round when the block is
+    small enough (:attr:`~numpyro_autospec.config.RootPolicy.enumeration`)."""
     process = context.process
     _, key_accept, key_residual = block_keys(block_key(slot))
     length = slot.block_end - slot.block_start
     log_nu = process.spec_logp(slot.x, slot.block_start, length, block_answer(context, slot.answer))
     accepted = speculation_accepts(key_accept, slot.log_mu_block, log_nu)
     accept_state = slot._replace(status=Status.BLOCK_DONE, cursor=slot.block_end)
+    enumerates = length <= context.plan.policy.enumeration
     reject_state = slot._replace(
-        status=Status.WAITING,
+        status=jnp.where(enumerates, Status.ENUMERATE, Status.WAITING),
         epoch=slot.epoch + 1,
         key_residual=key_residual,
         trial_next=jnp.zeros_like(slot.trial_next),
