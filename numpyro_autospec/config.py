@@ -59,6 +59,13 @@ def _scaled(value: int | None, default: float, num_steps: int) -> int:
     return max(1, min(int(value), num_steps))
 
 
+def _enumerated(size: int, recursion_block: int, leaf_size: int) -> int:
+    """The largest block whose residual is enumerated: at most ``recursion_block``, and 0 when
+    no block above the leaf size is that small."""
+    size = min(size, recursion_block)
+    return size if size > leaf_size else 0
+
+
 class RootPolicy(NamedTuple):
     """How the root of a draw walks the steps (resolved, static sizes).
 
@@ -296,7 +303,7 @@ class SamplerConfig(NamedTuple):
             )
         if not windows:
             block = n if self.block_size is None else max(1, min(int(self.block_size), n))
-            enumeration = min(enumeration, block) if enumeration > leaf else 0
+            enumeration = _enumerated(enumeration, block, leaf)
             return RootPolicy(None, block, 0, block, block, 0, block, leaf, growth, enumeration)
         min_window = _scaled(self.min_window, 1.0, n)
         max_window = n if self.max_window is None else max(1, min(int(self.max_window), n))
@@ -312,7 +319,7 @@ class SamplerConfig(NamedTuple):
             recursion_block=(block := _scaled(self.fallback, 0.5, n)),
             leaf_size=leaf,
             growth=growth,
-            enumeration=min(enumeration, block) if enumeration > leaf else 0,
+            enumeration=_enumerated(enumeration, block, leaf),
         )
 
     def residual_growth(self, discrete: bool = True) -> float:
@@ -342,7 +349,5 @@ class SamplerConfig(NamedTuple):
         if self.growth is not None and not (self.growth > 0 and math.isfinite(self.growth)):
             raise ValueError(f"growth must be a positive number, got {self.growth}")
         if int(self.residual_enumeration) < 0:
-            raise ValueError(
-                f"residual_enumeration must be >= 0, got {self.residual_enumeration}"
-            )
+            raise ValueError(f"residual_enumeration must be >= 0, got {self.residual_enumeration}")
         return self

@@ -117,7 +117,7 @@ def sample_residual(
     about 0), the block is drawn from :math:`\\mu_S` itself.
 
     Example: two sites equal with probability 0.8 (fair marginals), speculated from the
-    answer at the start as independent fair coins: :math:`(\mu - \nu)_+` is 0.15 on each
+    answer at the start as independent fair coins: :math:`(\\mu - \\nu)_+` is 0.15 on each
     equal pair and 0 on the others, so the residual draws equal pairs only.
 
     >>> import jax, jax.numpy as jnp

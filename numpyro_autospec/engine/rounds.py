@@ -90,9 +90,7 @@ def record_defect(context: Context, state, valid, x, step, answers, slot, pool) 
     return jnp.where(jnp.any(bad) & (state.defect[0] == 0), record, state.defect)
 
 
-def count(
-    context: Context, state: EngineState, valid, slot, rows, evaluations=None
-) -> EngineState:
+def count(context: Context, state: EngineState, valid, slot, rows, evaluations=None) -> EngineState:
     """Add the batch's queries (one per valid lane, or ``evaluations`` per lane) and
     conditionals (``rows`` per lane) to the per-draw counters."""
     num_draws = context.plan.num_draws
