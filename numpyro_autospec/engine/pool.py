@@ -44,7 +44,8 @@ NO_TRIAL = 2**30
 
 class Status:
     """Slot states.  Query states: ``NEED_ANSWER``, ``LEAF`` (without an answer), ``SCORING``
-    (with queries left), ``NEED_FINAL``, ``ENUMERATE``.  Transient states are advanced between rounds."""
+    (with queries left), ``NEED_FINAL``, ``ENUMERATE``.  Transient states are advanced between
+    rounds."""
 
     FREE = 0
     START = 1  # a block is set up; decide leaf / speculate / ask for O_a
