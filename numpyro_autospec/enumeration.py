@@ -81,11 +81,14 @@ def configurations(num_categories: int, size: int) -> np.ndarray:
 
 class Enumeration(NamedTuple):
     """The outcome of :func:`sample_residual`: the state with the block drawn from the
-    residual, its target log-density, and what the oracle answered (for validation)."""
+    residual, its target log-density, and what the oracle answered (for validation).
+
+    >>> Enumeration._fields[:3], Enumeration._fields[-2:]
+    (('x', 'log_mu', 'rows'), ('evaluations', 'conditionals'))
+    """
 
     x: object  # the state with steps a..a+m-1 drawn from r_S
     log_mu: Array  # log mu_S of the drawn block
-    states: object  # [C, ...]: the state of each prefix configuration
     rows: Array  # [C, size - 1, q]: target rows of steps a+1..a+size-1 under each
     valid: Array  # bool[C]: configurations of the block (c < q^(m-1))
     evaluations: Array  # int: oracle evaluations made for the block
@@ -147,10 +150,11 @@ def sample_residual(
             state = process.set_step_value(state, step, value)
         return state
 
-    states = jax.vmap(configure)(digits)
-    rows = jax.vmap(lambda state: target_rows(process, state, a + 1, width, block_scoring))(
-        states
-    )  # [C, width, q]
+    # one vmap for the configuration and its scoring: what a configuration does not change
+    # (an any-order draw's order and ranks) stays unbatched, not copied C times
+    rows = jax.vmap(
+        lambda row: target_rows(process, configure(row), a + 1, width, block_scoring)
+    )(digits)  # [C, width, q]
     first = process.reduce(x, a, answer)  # [q]: step a, from O_a
     speculation = jax.vmap(process.spec_reduce, (None, None, 0, None))(
         x, a, a + jnp.minimum(jnp.arange(size), m - 1), answer
@@ -173,13 +177,11 @@ def sample_residual(
     log_weight = jnp.where(jnp.any(log_weight > -jnp.inf), log_weight, fallback)
     index = jax.random.categorical(key, log_weight.reshape(-1))
     chosen, value = index // q, index % q
-    state = jax.tree.map(lambda leaf: leaf[chosen], states)
-    drawn = process.set_step_value(state, a + m - 1, value.astype(jnp.int32))
+    drawn = process.set_step_value(configure(digits[chosen]), a + m - 1, value.astype(jnp.int32))
     evaluations = q ** (m - 1) * (1 if block_scoring else m - 1)
     return Enumeration(
         x=drawn,
         log_mu=log_mu[chosen, value],
-        states=states,
         rows=rows,
         valid=valid,
         evaluations=evaluations,

@@ -104,8 +104,9 @@ class Plan(NamedTuple):
     block_speculation: bool
     block_scoring: bool  # scoring steps of a block are one score_block call
     max_transitions: int
-    #: rejected blocks whose residual is enumerated in one round (engine.rounds), at most
-    enumeration_lanes: int
+    #: batch sizes of the rejected blocks whose residual is enumerated in a round
+    #: (engine.rounds.enumeration_round; usually one or two at a time)
+    enumeration_buckets: tuple[int, ...]
     depth: np.ndarray  # depth[m]: nesting levels below a block of m steps
     batch_sizes: np.ndarray  # cumulative-free batch size table b_r
     max_rounds: int
@@ -329,7 +330,9 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         block_speculation=block_speculation(policy, nbytes(answer_shape), max_transitions),
         block_scoring=block_scoring,
         max_transitions=max_transitions,
-        enumeration_lanes=max(1, min(num_slots, max_transitions)),
+        enumeration_buckets=buckets(
+            min(num_slots, max_transitions), 1, 2 * nbytes(x_shape) + nbytes(answer_shape)
+        ),
         depth=depth,
         batch_sizes=batch_sizes,
         max_rounds=max_rounds,

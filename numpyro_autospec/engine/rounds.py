@@ -268,12 +268,12 @@ def block_round(
     return count(context, state, valid, slot, used)
 
 
-def enumeration_round(context: Context, state: EngineState) -> EngineState:
-    """Up to ``plan.enumeration_lanes`` rejected blocks draw their residual by enumeration
+def enumeration_round(context: Context, state: EngineState, lanes: int) -> EngineState:
+    """Up to ``lanes`` rejected blocks draw their residual by enumeration
     (:func:`~numpyro_autospec.enumeration.sample_residual`, the scoring calls of all their
     prefix configurations in this round) and finish; blocks beyond that wait a round."""
     plan, process = context.plan, context.process
-    num_slots, lanes = plan.num_slots, plan.enumeration_lanes
+    num_slots = plan.num_slots
     pool = state.pool
     (slot,) = jnp.nonzero(pool.status == Status.ENUMERATE, size=lanes, fill_value=num_slots)
     valid = slot < num_slots
@@ -289,21 +289,20 @@ def enumeration_round(context: Context, state: EngineState) -> EngineState:
         return sample_residual(process, key, x, a, m, answer, size, block_scoring)
 
     result = jax.vmap(enumerate_block)(pool.key_residual[slot], x, start, length, answers)
-    configurations = result.valid.shape[1]
-
-    def flat(tree):
-        return jax.tree.map(lambda leaf: leaf.reshape((-1,) + leaf.shape[2:]), tree)
-
-    defect = record_defect(
-        context,
-        state,
-        (valid[:, None] & result.valid).reshape(-1),
-        flat(result.states),
-        jnp.repeat(start + 1, configurations),
-        flat(result.rows),
-        jnp.repeat(slot, configurations),
-        pool,
-    )
+    defect = state.defect
+    if context.validate:
+        # every configuration's rows, checked against its lane's state (the configurations
+        # differ in the block's values only, which no check reads)
+        codes, rows_hit = jax.vmap(
+            lambda x, step, rows: jax.vmap(context.answer_defect, (None, None, 0))(x, step, rows)
+        )(x, start + 1, result.rows)  # [lanes, C]
+        bad = valid[:, None] & result.valid & (codes > 0)
+        lane = jnp.argmax(jnp.any(bad, axis=1))
+        config = jnp.argmax(bad[lane])
+        record = jnp.stack(
+            [codes[lane, config], rows_hit[lane, config], start[lane] + 1, pool.draw[slot[lane]]]
+        )
+        defect = jnp.where(jnp.any(bad) & (defect[0] == 0), record, defect)
     target = jnp.where(valid, slot, num_slots)
     pool = pool._replace(
         x=scatter(pool.x, target, result.x),
@@ -381,8 +380,11 @@ def query_round(context: Context, state: EngineState) -> EngineState:
             context, state, blocks & ~window_blocks, False, plan.block_buckets, plan.block_rows
         )
     if plan.policy.enumeration:
-        state = jax.lax.cond(
-            enumerations > 0, lambda state: enumeration_round(context, state), lambda s: s, state
+        state = bucketed(
+            state,
+            enumerations,
+            plan.enumeration_buckets,
+            lambda state, size: enumeration_round(context, state, size),
         )
     has_demand = total > 0
     return state._replace(
