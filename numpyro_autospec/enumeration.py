@@ -152,9 +152,9 @@ def sample_residual(
 
     # one vmap for the configuration and its scoring: what a configuration does not change
     # (an any-order draw's order and ranks) stays unbatched, not copied C times
-    rows = jax.vmap(
-        lambda row: target_rows(process, configure(row), a + 1, width, block_scoring)
-    )(digits)  # [C, width, q]
+    rows = jax.vmap(lambda row: target_rows(process, configure(row), a + 1, width, block_scoring))(
+        digits
+    )  # [C, width, q]
     first = process.reduce(x, a, answer)  # [q]: step a, from O_a
     speculation = jax.vmap(process.spec_reduce, (None, None, 0, None))(
         x, a, a + jnp.minimum(jnp.arange(size), m - 1), answer

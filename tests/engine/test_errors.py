@@ -16,6 +16,7 @@ from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.defects import OracleError
 from numpyro_autospec.denoisers import DenoiserError, PointCloudDenoiser
 from numpyro_autospec.engine import run
+from numpyro_autospec.enumeration import sample_residual
 from numpyro_autospec.oracles import CurieWeissOracle, validate_oracle
 from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess
 from numpyro_autospec.processes.diffusion import default_times
@@ -109,3 +110,21 @@ def test_other_errors_pass_project_errors_unchanged():
     with pytest.raises(ZeroDivisionError), errors.project_errors():
         raise ZeroDivisionError
     assert errors.project_error(ValueError("x")) is None
+
+
+def test_a_defective_answer_in_an_enumeration_round_is_reported(monkeypatch):
+    """The scoring calls of a residual enumeration are validated like any other answer: rows
+    made NaN there (and only there) raise ``OracleError`` naming the site and the row."""
+    import numpyro_autospec.engine.rounds as rounds
+
+    def broken(*args, **kwargs):
+        result = sample_residual(*args, **kwargs)
+        return result._replace(rows=result.rows.at[..., 1, :].set(jnp.nan))
+
+    monkeypatch.setattr(rounds, "sample_residual", broken)
+    curie_weiss = AnyOrderProcess(CURIE_WEISS, N, 2, name="spins")
+    config = SamplerConfig(root_windows=False, block_size=4)  # 4-step blocks enumerate
+    assert config.root_policy(N, True, 2).enumeration == 4
+    message = r"site 'spins': .* returned NaN in row 1 \(query at step \d+\) \(draw \d+\)"
+    with pytest.raises(OracleError, match=message), errors.project_errors():
+        jax.block_until_ready(jax.jit(lambda keys: run(curie_weiss, keys, config))(KEYS))
