@@ -45,7 +45,8 @@ class Capacity(NamedTuple):
     ----------
     num_slots:
         tasks held at once (pool size).  Default: ``4 depth + 2`` per draw (``depth``: nesting
-        levels of the largest recursion block), at least :data:`RECURSION_ROOT_SLOTS` in all
+        levels of residual trials below the largest recursion block; leaves and blocks whose
+        residual is enumerated have none), at least :data:`RECURSION_ROOT_SLOTS` in all
         when the root is made of recursion blocks, capped by the memory budget and 8192.
     max_queries:
         oracle evaluations per round (the batch of one oracle call).  The batch is executed in

@@ -288,7 +288,9 @@ def enumeration_round(context: Context, state: EngineState, lanes: int) -> Engin
         answer = block_answer(context, answer)
         return sample_residual(process, key, x, a, m, answer, size, block_scoring)
 
-    result = jax.vmap(enumerate_block)(pool.key_residual[slot], x, start, length, answers)
+    result = sharded_batch(
+        plan.mesh, jax.vmap(enumerate_block), pool.key_residual[slot], x, start, length, answers
+    )
     defect = state.defect
     if context.validate:
         # every configuration's rows, checked against its lane's state (the configurations

@@ -125,6 +125,6 @@ def test_a_defective_answer_in_an_enumeration_round_is_reported(monkeypatch):
     curie_weiss = AnyOrderProcess(CURIE_WEISS, N, 2, name="spins")
     config = SamplerConfig(root_windows=False, block_size=4)  # 4-step blocks enumerate
     assert config.root_policy(N, True, 2).enumeration == 4
-    message = r"site 'spins': .* returned NaN in row 1 \(query at step \d+\) \(draw \d+\)"
+    message = r"site 'spins': .* returned NaN in row \d+ \(query at step \d+\) \(draw \d+\)"
     with pytest.raises(OracleError, match=message), errors.project_errors():
         jax.block_until_ready(jax.jit(lambda keys: run(curie_weiss, keys, config))(KEYS))

@@ -205,13 +205,18 @@ def test_comparison_rejects_a_lane_misrouting_sampler(sharded):
 def test_oracle_products_run_on_a_quarter_of_each_batch(sharded):
     resolved = plan(NETWORK, SamplerConfig(), NETWORK_CAPACITY, 6, jax.random.PRNGKey(0))
     batches = set(resolved.lane_buckets) | set(resolved.query_buckets)
+    # a residual enumeration scores its q^(m-1) configurations per block (lane)
+    configurations = NETWORK.num_categories ** (resolved.policy.enumeration - 1)
+    assert resolved.policy.enumeration >= 2
     assert int(sharded["network/num_partitions"]) == DEVICES
     assert set(sharded["network/product_lanes"].tolist()) == {
         math.ceil(size / DEVICES) for size in batches
-    }
+    } | {math.ceil(size / DEVICES) * configurations for size in resolved.enumeration_buckets}
     # on one device, the same products run on whole batches
     hlo = compiled_engine(NETWORK, NETWORK_CAPACITY, None, 6).as_text()
-    assert set(product_lanes(hlo)) == batches
+    assert set(product_lanes(hlo)) == batches | {
+        size * configurations for size in resolved.enumeration_buckets
+    }
 
 
 @pytest.mark.parametrize(
