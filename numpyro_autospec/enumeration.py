@@ -57,7 +57,7 @@ def enumeration_size(limit: int, num_categories: int) -> int:
     0
     """
     q = int(num_categories)
-    if q < 1 or limit < max(q, 1):
+    if q < 1 or limit < q:
         return 0
     if q == 1:
         return 2

@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from numpyro_autospec.config import SamplerConfig
-from numpyro_autospec.enumeration import sample_residual
+from numpyro_autospec.enumeration import sample_residual, target_rows
 from numpyro_autospec.processes.base import has_discrete_steps
 from numpyro_autospec.rejection import (
     batch_size,
@@ -113,11 +113,8 @@ class _Jitted:
         def scoring_rows(x, a, m, window):
             """Target rows of steps ``a+1..a+m-1`` (``m - 1`` queries): a batch of single-step
             queries, or one ``score_block`` call of ``policy.score_rows(window)`` rows."""
-            if block_scoring:
-                return process.score_block(x, a + 1, policy.score_rows(window))
-            steps = a + jnp.arange(1, max(m, 2))
-            answers = jax.vmap(process.query, (None, 0, None))(x, steps, 1)
-            return jax.vmap(process.reduce, (None, 0, 0))(x, steps, answers)
+            num_rows = policy.score_rows(window) if block_scoring else max(m, 2) - 1
+            return target_rows(process, x, a + 1, num_rows, block_scoring)
 
         def target_log_density(x, a, m, answer):
             """sum_k target_logp(x, k, query(x, k)) over [a, a+m), the query at a reused."""

@@ -10,6 +10,8 @@ tests/engine/test_scheduler.py and tests/test_reference.py (their blocks of 2 an
 enumerate by default).
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -48,16 +50,9 @@ def exact_residual(probs: np.ndarray, m: int) -> np.ndarray:
     joint = np.transpose(joint, [kept.index(site) for site in block])  # step order
     mu = joint / joint.sum()
     marginals = [mu.sum(axis=tuple(j for j in range(m) if j != i)) for i in range(m)]
-    nu = outer_product(marginals)
+    nu = functools.reduce(np.multiply.outer, marginals)
     residual = np.maximum(mu - nu, 0.0)
     return residual / residual.sum()
-
-
-def outer_product(vectors) -> np.ndarray:
-    out = vectors[0]
-    for vector in vectors[1:]:
-        out = np.multiply.outer(out, vector)
-    return out
 
 
 def residual_draws(m: int, block_scoring: bool, seed: int) -> np.ndarray:

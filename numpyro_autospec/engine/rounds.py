@@ -84,9 +84,14 @@ def record_defect(context: Context, state, valid, x, step, answers, slot, pool) 
         codes, rows_hit = jax.vmap(nonfinite_defect)(answers)
     else:
         codes, rows_hit = jax.vmap(context.answer_defect)(x, step, answers)
-    bad = valid & (codes > 0)
+    return keep_first_defect(state, valid & (codes > 0), codes, rows_hit, step, pool.draw[slot])
+
+
+def keep_first_defect(state, bad, codes, rows_hit, step, draw) -> Array:
+    """The record ``(code, row, step, draw)`` of the first ``bad`` lane of a batch, unless a
+    defect was recorded before."""
     first = jnp.argmax(bad)
-    record = jnp.stack([codes[first], rows_hit[first], step[first], pool.draw[slot[first]]])
+    record = jnp.stack([codes[first], rows_hit[first], step[first], draw[first]])
     return jnp.where(jnp.any(bad) & (state.defect[0] == 0), record, state.defect)
 
 
@@ -299,12 +304,15 @@ def enumeration_round(context: Context, state: EngineState, lanes: int) -> Engin
             lambda x, step, rows: jax.vmap(context.answer_defect, (None, None, 0))(x, step, rows)
         )(x, start + 1, result.rows)  # [lanes, C]
         bad = valid[:, None] & result.valid & (codes > 0)
-        lane = jnp.argmax(jnp.any(bad, axis=1))
-        config = jnp.argmax(bad[lane])
-        record = jnp.stack(
-            [codes[lane, config], rows_hit[lane, config], start[lane] + 1, pool.draw[slot[lane]]]
+        configurations = bad.shape[1]
+        defect = keep_first_defect(
+            state,
+            bad.reshape(-1),
+            codes.reshape(-1),
+            rows_hit.reshape(-1),
+            jnp.repeat(start + 1, configurations),
+            jnp.repeat(pool.draw[slot], configurations),
         )
-        defect = jnp.where(jnp.any(bad) & (defect[0] == 0), record, defect)
     target = jnp.where(valid, slot, num_slots)
     pool = pool._replace(
         x=scatter(pool.x, target, result.x),
