@@ -1,0 +1,217 @@
+"""Where the engine's compile time goes: the compiled program of one case split by the part of
+the engine that emitted each piece, with its trace, lowering and XLA compile seconds.
+
+XLA:CPU compiles a program kernel by kernel (its fusion emitter, then LLVM), so the compile
+time follows the number and the size of the program's kernels (docs/benchmarks.md, "Compile
+time and restarts").  This script compiles ``jax.jit(lambda keys: engine.run(process, keys,
+config))`` for one case of ``benchmarks/seconds.py`` and reads the optimized HLO module that
+XLA produced: every instruction outside the fused computations and combiner regions is one
+kernel (a fusion, a scatter, a while loop, ...), every instruction inside a fusion is part of
+its kernel's code.  Each is attributed, through the stack frames XLA keeps in the module's
+metadata, to
+
+* the **part** of the scheduler that emitted it: the transition phases (``advance``), the
+  admission of trials and draws (``admit``), the round's oracle calls (``query_round``), the
+  root windows' verification (``verify_windows``), the trial reports and the rest of the
+  micro-step (:mod:`numpyro_autospec.engine.scheduler`);
+* the innermost **function** of the package on its stack (the oracle's rows, the answer
+  checks, the per-draw counters, the pool's gathers and scatters, the key derivations...).
+
+The table lists the parts with their kernels and HLO instructions (the size that the fusion
+emitter and LLVM compile), then the functions that weigh most.  Counts are exact and do not
+depend on the machine; the seconds do (compare within one run).
+
+    .venv/bin/python benchmarks/compile_profile.py                       # cw-32, one draw
+    .venv/bin/python benchmarks/compile_profile.py --case ising-1024 --draws 8
+    .venv/bin/python benchmarks/compile_profile.py --no-validate          # without answer checks
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import os
+import re
+import sys
+import time
+
+import jax
+
+from numpyro_autospec.script_help import script_parser
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from rounds import sampler_config  # noqa: E402  (benchmarks/ on the path first)
+from seconds import make_process  # noqa: E402
+
+#: the functions of the scheduler's micro-step and round that a piece is attributed to
+PARTS = (
+    "query_round",
+    "advance",
+    "admit",
+    "verify_windows",
+    "report_trials",
+    "resolve_waiting",
+    "cancel_orphans",
+    "complete_draws",
+    "initial_state",
+    "report_failure",
+)
+#: instructions that are not kernels of their own
+NOT_KERNELS = {"parameter", "get-tuple-element", "tuple", "constant", "bitcast"}
+#: the package's source files, as named in the module's metadata
+PACKAGE = re.compile(r"numpyro_autospec/(.+)$")
+
+
+def numbered_section(hlo: str, name: str) -> dict[int, str]:
+    """A numbered table of the HLO module's metadata (``FileNames``, ``FunctionNames``,
+    ``FileLocations``, ``StackFrames``): ``id -> text``."""
+    match = re.search(rf"^{name}\n((?:\d+ .*\n)+)", hlo, re.MULTILINE)
+    if match is None:
+        return {}
+    rows = (line.split(" ", 1) for line in match.group(1).splitlines())
+    return {int(number): text for number, text in rows}
+
+
+class StackFrames:
+    """The stack frames of an HLO module's metadata: ``frames(id)`` is the list of
+    ``(file, function)`` of a stack frame id, innermost first."""
+
+    def __init__(self, hlo: str):
+        files = {k: v.strip('"') for k, v in numbered_section(hlo, "FileNames").items()}
+        functions = {k: v.strip('"') for k, v in numbered_section(hlo, "FunctionNames").items()}
+        self.locations = {}
+        for number, text in numbered_section(hlo, "FileLocations").items():
+            fields = dict(re.findall(r"(\w+)=(\d+)", text))
+            self.locations[number] = (
+                files[int(fields["file_name_id"])],
+                functions[int(fields["function_name_id"])],
+            )
+        self.parents = {}
+        for number, text in numbered_section(hlo, "StackFrames").items():
+            fields = dict(re.findall(r"(\w+)=(\d+)", text))
+            # a frame's parent is written as its id plus one (0: no parent)
+            self.parents[number] = (
+                int(fields["file_location_id"]),
+                int(fields["parent_frame_id"]) - 1,
+            )
+
+    def frames(self, frame: int) -> list[tuple[str, str]]:
+        out, seen = [], set()
+        while frame in self.parents and frame not in seen:
+            seen.add(frame)
+            location, frame = self.parents[frame]
+            out.append(self.locations[location])
+        return out
+
+
+def attribute(frames: list[tuple[str, str]]) -> tuple[str, str]:
+    """``(part, function)`` of a piece from its stack, innermost first."""
+    outermost_first = [function for _, function in reversed(frames)]
+    part = next((name for name in outermost_first if name in PARTS), "other")
+    inner = next(
+        (
+            f"{PACKAGE.search(file).group(1)}:{function}"
+            for file, function in frames
+            if PACKAGE.search(file) and not file.endswith("engine/scheduler.py")
+        ),
+        "other",
+    )
+    return part, inner
+
+
+def profile(hlo: str) -> tuple[collections.Counter, collections.Counter, collections.Counter]:
+    """Kernels per part, instructions per part and instructions per (part, function) of an
+    optimized HLO module's text (``compiled.as_text()``)."""
+    stacks = StackFrames(hlo)
+    computations = re.split(r"\n(?=\S)", hlo)
+    sizes = {text.split(" ", 1)[0]: text.count("\n") for text in computations}
+    combiners = set(re.findall(r"to_apply=(%[\w.-]+)", hlo))
+    kernels, instructions, functions = (collections.Counter() for _ in range(3))
+    for text in computations:
+        name = text.split(" ", 1)[0]
+        if not name.startswith("%") or "fused" in name or name in combiners:
+            continue
+        for line in text.splitlines()[1:]:
+            match = re.match(r"\s*(?:ROOT )?%\S+ = .*? ([a-z][\w-]*)\(", line)
+            if match is None or match.group(1) in NOT_KERNELS:
+                continue
+            frame = re.search(r"stack_frame_id=(\d+)", line)
+            part, function = attribute(stacks.frames(int(frame.group(1))) if frame else [])
+            called = re.search(r"calls=(%[\w.-]+)", line)
+            size = sizes.get(called.group(1), 1) if match.group(1) == "fusion" and called else 1
+            kernels[part] += 1
+            instructions[part] += size
+            functions[(part, function)] += size
+    return kernels, instructions, functions
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = script_parser(__doc__)
+    parser.add_argument("--case", default="cw-32", help="a case of benchmarks/seconds.py")
+    parser.add_argument("--draws", type=int, default=1, help="draws sharing the pool")
+    parser.add_argument(
+        "--config", default="autospec:", help="sampler configuration (rounds.py notation)"
+    )
+    parser.add_argument(
+        "--no-validate",
+        dest="validate",
+        action="store_false",
+        help="skip the checks of the oracle's answers (checked by default)",
+    )
+    parser.add_argument("--top", type=int, default=15, help="functions listed")
+    parser.add_argument(
+        "--out", default=os.path.join(HERE, "results"), help="directory for the CSV"
+    )
+    return parser.parse_args(argv)
+
+
+def main(args: argparse.Namespace) -> dict:
+    from numpyro_autospec import engine
+
+    process = make_process(args.case)
+    config = sampler_config(args.config, process.num_steps)
+    keys = jax.random.split(jax.random.PRNGKey(0), args.draws)
+    function = jax.jit(lambda keys: engine.run(process, keys, config, validate=args.validate))
+    start = time.perf_counter()
+    traced = function.trace(keys)
+    traced_at = time.perf_counter()
+    lowered = traced.lower()
+    lowered_at = time.perf_counter()
+    cpu = time.process_time()
+    compiled = lowered.compile()
+    seconds = {
+        "trace s": traced_at - start,
+        "lower s": lowered_at - traced_at,
+        "XLA compile s": time.perf_counter() - lowered_at,
+        "XLA compile CPU s": time.process_time() - cpu,
+    }
+    kernels, instructions, functions = profile(compiled.as_text())
+    total_kernels, total_instructions = sum(kernels.values()), sum(instructions.values())
+    print(
+        f"{args.case}, {args.draws} draw(s), {args.config}, validate={args.validate}: "
+        + ", ".join(f"{name} {value:.2f}" for name, value in seconds.items())
+    )
+    print(f"\n{'part':<18}{'kernels':>9}{'instructions':>14}{'share':>8}")
+    for part, size in instructions.most_common():
+        print(f"{part:<18}{kernels[part]:>9}{size:>14}{size / total_instructions:>8.1%}")
+    print(f"{'total':<18}{total_kernels:>9}{total_instructions:>14}")
+    print(f"\n{'part':<18}{'function':<62}{'instructions':>13}")
+    for (part, function), size in functions.most_common(args.top):
+        print(f"{part:<18}{function:<62}{size:>13}")
+
+    os.makedirs(args.out, exist_ok=True)
+    suffix = "" if args.validate else "_no-validate"
+    path = os.path.join(args.out, f"compile_profile_{args.case}x{args.draws}{suffix}.csv")
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["part", "function", "instructions"])
+        for (part, function), size in functions.most_common():
+            writer.writerow([part, function, size])
+    print(f"\nCSV saved to {path}")
+    return {"seconds": seconds, "kernels": kernels, "instructions": instructions, "csv": path}
+
+
+if __name__ == "__main__":
+    main(parse_args())
