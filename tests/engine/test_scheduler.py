@@ -40,6 +40,11 @@ CONFIGS = {
     "sequential": SamplerConfig(method="sequential"),
 }
 STARVED = Capacity(num_slots=3, max_queries=1, max_transitions=1)
+#: keys per engine call: the runs of one config and capacity share one compiled program, and
+#: the default capacity holds every task of its draws (6 slots a draw for the paper's root at
+#: n = 4, 2 for the others, at most 8192: ``engine.plan.plan``), so that every draw takes the
+#: reference's rounds (at 5000 keys the paper's draws would wait for slots)
+CHUNK = 500
 
 
 def random_table(seed, n=N, q=Q, concentration=0.6):
@@ -63,10 +68,13 @@ def compiled_run(num_positions, num_categories, config, capacity):
     return jax.jit(draw)
 
 
-def engine_draws(process, key, num_draws, config, capacity=None, chunk=5000, share=True):
-    """Draws in chunks of one pool each.  A process without observed sites or a fixed order
-    runs through :func:`compiled_run` (``share=False``: a compilation of its own, for a
-    monkeypatched engine), any other once per call and chunk size."""
+def engine_draws(process, key, num_draws, config, capacity=None, chunk=CHUNK, share=True):
+    """``num_draws`` draws in calls of ``chunk`` keys each, the last call padded with copies
+    of the first key (a draw depends on its key alone), so that every call of one shape,
+    config and capacity runs one compiled program whatever ``num_draws`` is: the 60-draw
+    comparisons with the reference share the goodness-of-fit runs' compilations.  A process
+    without observed sites or a fixed order runs through :func:`compiled_run` (``share=False``:
+    a compilation of its own, for a monkeypatched engine), any other once per call."""
     if share and process.num_observed == 0 and process.order is None:
         compiled = compiled_run(process.num_positions, process.num_categories, config, capacity)
 
@@ -76,10 +84,11 @@ def engine_draws(process, key, num_draws, config, capacity=None, chunk=5000, sha
     else:
         fn = jax.jit(lambda keys: run(process, keys, config, capacity))
     keys = jax.random.split(key, num_draws)
-    outs = [fn(keys[i : i + chunk]) for i in range(0, num_draws, chunk)]
-    value = np.concatenate([np.asarray(o.value) for o in outs])
-    rounds = np.concatenate([np.asarray(o.rounds) for o in outs])
-    queries = np.concatenate([np.asarray(o.queries) for o in outs])
+    keys = np.concatenate([keys, np.repeat(keys[:1], -num_draws % chunk, axis=0)])
+    outs = [fn(keys[i : i + chunk]) for i in range(0, len(keys), chunk)]
+    value = np.concatenate([np.asarray(o.value) for o in outs])[:num_draws]
+    rounds = np.concatenate([np.asarray(o.rounds) for o in outs])[:num_draws]
+    queries = np.concatenate([np.asarray(o.queries) for o in outs])[:num_draws]
     return value, rounds, queries
 
 
@@ -100,7 +109,8 @@ def test_capacities_do_not_change_draws(name):
     config = CONFIGS[name]
     process = AnyOrderProcess(random_table(1), N, Q)
     key = jax.random.PRNGKey(12)
-    # 60 draws: the ample run shares test_draws_equal_the_reference's compilation
+    # the ample run shares test_draws_equal_the_reference's compilation, the starved one
+    # test_exact_with_a_starved_pool's (autospec-fallback)
     ample, ample_rounds, _ = engine_draws(process, key, 60, config)
     starved, starved_rounds, _ = engine_draws(process, key, 60, config, STARVED)
     np.testing.assert_array_equal(starved, ample)
@@ -113,8 +123,11 @@ def test_exact_on_random_table(name):
     """40 000 draws, chi-square over all 81 cells (detects an absolute error of 0.01 in a
     cell of probability 0.05, tests/gof.py power_draws)."""
     oracle = random_table(2)
+    # the paper's root: calls of 5000 keys (8192 slots, a compilation of their own) take 21 s
+    # here, calls of CHUNK keys (3000 slots each) 120 s
+    chunk = 5000 if name == "paper" else CHUNK
     value, _, _ = engine_draws(
-        AnyOrderProcess(oracle, N, Q), jax.random.PRNGKey(13), 40_000, CONFIGS[name]
+        AnyOrderProcess(oracle, N, Q), jax.random.PRNGKey(13), 40_000, CONFIGS[name], chunk=chunk
     )
     assert_gof(encode_configurations(value, Q), probs_of(oracle.log_probs), threshold=1e-4)
 
@@ -210,13 +223,18 @@ def test_wrong_sampler_is_caught(monkeypatch):
 
 
 def test_jit_and_vmap_over_pools():
-    process = AnyOrderProcess(random_table(5), N, Q)
+    oracle = random_table(5)
+    process = AnyOrderProcess(oracle, N, Q)
     keys = jax.random.split(jax.random.PRNGKey(18), 6).reshape(2, 3, 2)
     batched = jax.jit(jax.vmap(lambda k: run(process, k)))(keys)
+    # each pool on its own: the default config's program of CHUNK keys (the first 3 are the
+    # pool's, the rest copies), shared with test_draws_equal_the_reference[autospec]
+    single = compiled_run(N, Q, SamplerConfig(), None)
     for i in range(2):
-        single = run(process, keys[i])
-        np.testing.assert_array_equal(batched.value[i], single.value)
-        np.testing.assert_array_equal(batched.rounds[i], single.rounds)
+        padded = np.concatenate([keys[i], np.repeat(keys[i][:1], CHUNK - 3, axis=0)])
+        alone = single(oracle, padded)
+        np.testing.assert_array_equal(batched.value[i], np.asarray(alone.value)[:3])
+        np.testing.assert_array_equal(batched.rounds[i], np.asarray(alone.rounds)[:3])
 
 
 def test_oracle_traced_a_bounded_number_of_times():
