@@ -69,9 +69,16 @@ def compiled_run(num_positions, num_categories, config, capacity):
 
 
 def engine_draws(process, key, num_draws, config, capacity=None, chunk=CHUNK, share=True):
-    """``num_draws`` draws in calls of ``chunk`` keys each, the last call padded with copies
+    """``num_draws`` draws of the keys ``jax.random.split(key, num_draws)``
+    (:func:`draws_of_keys`)."""
+    keys = jax.random.split(key, num_draws)
+    return draws_of_keys(process, keys, config, capacity, chunk, share)
+
+
+def draws_of_keys(process, keys, config, capacity=None, chunk=CHUNK, share=True):
+    """One draw per key, in calls of ``chunk`` keys each, the last call padded with copies
     of the first key (a draw depends on its key alone), so that every call of one shape,
-    config and capacity runs one compiled program whatever ``num_draws`` is: the 60-draw
+    config and capacity runs one compiled program whatever the number of keys: the 60-draw
     comparisons with the reference share the goodness-of-fit runs' compilations.  A process
     without observed sites or a fixed order runs through :func:`compiled_run` (``share=False``:
     a compilation of its own, for a monkeypatched engine), any other once per call."""
@@ -83,7 +90,7 @@ def engine_draws(process, key, num_draws, config, capacity=None, chunk=CHUNK, sh
 
     else:
         fn = jax.jit(lambda keys: run(process, keys, config, capacity))
-    keys = jax.random.split(key, num_draws)
+    num_draws = len(keys)
     keys = np.concatenate([keys, np.repeat(keys[:1], -num_draws % chunk, axis=0)])
     outs = [fn(keys[i : i + chunk]) for i in range(0, len(keys), chunk)]
     value = np.concatenate([np.asarray(o.value) for o in outs])[:num_draws]
@@ -223,18 +230,15 @@ def test_wrong_sampler_is_caught(monkeypatch):
 
 
 def test_jit_and_vmap_over_pools():
-    oracle = random_table(5)
-    process = AnyOrderProcess(oracle, N, Q)
+    process = AnyOrderProcess(random_table(5), N, Q)
     keys = jax.random.split(jax.random.PRNGKey(18), 6).reshape(2, 3, 2)
     batched = jax.jit(jax.vmap(lambda k: run(process, k)))(keys)
-    # each pool on its own: the default config's program of CHUNK keys (the first 3 are the
-    # pool's, the rest copies), shared with test_draws_equal_the_reference[autospec]
-    single = compiled_run(N, Q, SamplerConfig(), None)
+    # each pool on its own: its keys padded to CHUNK, the default config's program shared
+    # with test_draws_equal_the_reference[autospec]
     for i in range(2):
-        padded = np.concatenate([keys[i], np.repeat(keys[i][:1], CHUNK - 3, axis=0)])
-        alone = single(oracle, padded)
-        np.testing.assert_array_equal(batched.value[i], np.asarray(alone.value)[:3])
-        np.testing.assert_array_equal(batched.rounds[i], np.asarray(alone.rounds)[:3])
+        value, rounds, _ = draws_of_keys(process, keys[i], SamplerConfig())
+        np.testing.assert_array_equal(batched.value[i], value)
+        np.testing.assert_array_equal(batched.rounds[i], rounds)
 
 
 def test_oracle_traced_a_bounded_number_of_times():
