@@ -1,6 +1,8 @@
 """Oracle answers are validated inside the compiled engine: the run stops at the first defect
 and the error names the site, the row and the step; ``validate=False`` skips the checks."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,6 +10,7 @@ import pytest
 
 from numpyro_autospec.engine import run
 from numpyro_autospec.oracles import CurieWeissOracle, TableOracle
+from numpyro_autospec.parameters import register_parameters
 from numpyro_autospec.processes import AnyOrderProcess
 
 N = 12
@@ -15,37 +18,59 @@ CW = CurieWeissOracle(N, beta=1.0)
 KEYS = jax.random.split(jax.random.PRNGKey(0), 3)
 
 
-def broken(defect):
-    """Curie-Weiss whose answers get ``defect`` in row 3 once 5 sites are pinned."""
+@register_parameters(data_fields=("offset",), static_fields=())
+class Broken:
+    """Curie-Weiss whose answers get ``offset`` (``[N, 2]``: a NaN, an infinity or a shift of
+    row 3) added once 5 sites are pinned.  The offset is data: the defects share one compiled
+    program."""
 
-    def oracle(x, mask):
+    def __init__(self, offset):
+        self.offset = offset
+
+    def __call__(self, x, mask):
         out = CW(x, mask)
-        return jnp.where(jnp.sum(mask) >= 5, defect(out), out)
+        return jnp.where(jnp.sum(mask) >= 5, out + self.offset, out)
 
-    return oracle
+
+def broken(row_3):
+    """:class:`Broken` with row 3 of its offset set to ``row_3``."""
+    return Broken(jnp.zeros((N, 2)).at[3].set(jnp.asarray(row_3, jnp.float32)))
+
+
+@functools.cache
+def compiled_run(validate=True):
+    """``engine.run`` on the process of a :class:`Broken` oracle, compiled once: the oracle is
+    an argument."""
+
+    def draw(oracle, keys):
+        return run(AnyOrderProcess(oracle, N, 2, name="spins"), keys, validate=validate)
+
+    return jax.jit(draw)
 
 
 @pytest.mark.parametrize(
-    "defect, message",
+    "row_3, message",
     [
-        (lambda out: out.at[3].set(jnp.nan), "broken.<locals>.oracle returned NaN in row 3"),
-        (lambda out: out.at[3, 0].set(jnp.inf), "broken.<locals>.oracle returned \\+inf in row 3"),
-        (
-            lambda out: out.at[3].add(0.5),
-            "broken.<locals>.oracle returned row 3 that is not normalized",
-        ),
+        ([np.nan, np.nan], "Broken returned NaN in row 3"),
+        ([np.inf, 0.0], "Broken returned \\+inf in row 3"),
+        ([0.5, 0.5], "Broken returned row 3 that is not normalized"),
     ],
     ids=["nan", "posinf", "unnormalized"],
 )
-def test_defective_answers_raise_an_error_naming_site_row_and_step(defect, message):
-    process = AnyOrderProcess(broken(defect), N, 2, name="spins")
+def test_defective_answers_raise_an_error_naming_site_row_and_step(row_3, message):
     with pytest.raises(Exception, match=f"site 'spins': .*{message}.*query at step"):
-        jax.block_until_ready(jax.jit(lambda k: run(process, k))(KEYS))
+        jax.block_until_ready(compiled_run()(broken(row_3), KEYS))
+
+
+def test_healthy_answers_pass_the_same_program():
+    """The same compiled program with a zero offset: no error (the checks above fire on the
+    defects, not on the program)."""
+    samples = compiled_run()(broken([0.0, 0.0]), KEYS)
+    assert samples.value.shape == (3, N)
 
 
 def test_validation_can_be_switched_off():
-    process = AnyOrderProcess(broken(lambda out: out.at[3].add(0.5)), N, 2, name="spins")
-    samples = jax.jit(lambda k: run(process, k, validate=False))(KEYS)
+    samples = compiled_run(validate=False)(broken([0.5, 0.5]), KEYS)
     assert samples.value.shape == (3, N)
 
 
