@@ -18,6 +18,11 @@ environment variables below are set before JAX initializes its backend.
   loaded programs too.
 * ``jax_numpy_rank_promotion="raise"``: implicit rank promotion is an error (as in Diffrax's
   ``test/conftest.py``), so shape bugs cannot hide behind broadcasting.
+* Heaviest files first (:func:`pytest_collection_modifyitems`, with ``--dist loadfile
+  --no-loadscope-reorder`` in ``pyproject.toml``): each file runs in one xdist worker, and a
+  file of a few long tests handed out last keeps one worker busy while the other idles
+  (pytest-xdist's own order is by number of tests, which put the warmup-tuning file, 3.5
+  minutes, among the last).
 * Hypothesis profile ``"ci"``: no deadline (first calls compile), derandomized (the same
   examples on every run, no example database), and a moderate number of examples.
 """
@@ -61,3 +66,45 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("ci")
+
+#: seconds each file took in one whole-suite run (2026-11-26, ``pytest -n 2 --junitxml``, two
+#: busy workers, files of 30 s or more); only their order is used, and a file not listed runs
+#: after these, in collection order
+FILE_SECONDS = {
+    "tests/engine/test_scheduler.py": 525,
+    "tests/test_api_reference.py": 297,
+    "tests/engine/test_block_form.py": 293,
+    "tests/engine/test_window_rows.py": 269,
+    "tests/test_examples.py": 225,
+    "tests/engine/test_sharding.py": 223,
+    "tests/numpyro/test_tuning.py": 210,
+    "tests/engine/test_diffusion.py": 199,
+    "tests/test_reference.py": 187,
+    "tests/numpyro/test_kernel.py": 168,
+    "tests/test_docs.py": 166,
+    "tests/numpyro/test_traced_parameters.py": 147,
+    "tests/learned/test_transformer_exactness.py": 109,
+    "tests/learned/test_denoiser.py": 108,
+    "tests/engine/test_errors.py": 92,
+    "tests/numpyro/test_arviz.py": 87,
+    "tests/numpyro/test_compilation.py": 77,
+    "tests/numpyro/test_errors.py": 75,
+    "tests/learned/test_transformer_training.py": 72,
+    "tests/oracles/test_ising_chain.py": 66,
+    "tests/processes/test_diffusion.py": 63,
+    "tests/engine/test_validation.py": 61,
+    "tests/learned/test_transformer_kv_cache.py": 51,
+    "tests/test_script_help.py": 43,
+    "tests/numpyro/test_distributions.py": 42,
+    "tests/test_example_diffusion.py": 37,
+    "tests/oracles/test_hopfield.py": 37,
+    "tests/learned/test_transformer.py": 34,
+    "tests/learned/test_oracle.py": 31,
+    "tests/learned/test_exactness.py": 31,
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Order the tests by the measured seconds of their file, heaviest first (a stable sort:
+    the tests of a file stay together and in their order)."""
+    items.sort(key=lambda item: -FILE_SECONDS.get(item.nodeid.split("::")[0], 0))
