@@ -241,10 +241,10 @@ def run(
     >>> import jax
     >>> from numpyro_autospec.oracles import CurieWeissOracle
     >>> from numpyro_autospec.processes import AnyOrderProcess
-    >>> process = AnyOrderProcess(CurieWeissOracle(64, beta=1.0), 64, 2)
-    >>> samples = run(process, jax.random.split(jax.random.PRNGKey(0), 4))
+    >>> process = AnyOrderProcess(CurieWeissOracle(16, beta=1.0), 16, 2)
+    >>> samples = run(process, jax.random.split(jax.random.PRNGKey(0), 2))
     >>> samples.value.shape, samples.rounds.shape
-    ((4, 64), (4,))
+    ((2, 16), (2,))
     """
     config = config or SamplerConfig()
     capacity = capacity or Capacity()
