@@ -13,7 +13,9 @@ environment variables below are set before JAX initializes its backend.
   workers, and the subprocesses of the tests that run scripts or several host devices, share
   it: a program compiled once (the same oracle type, shapes and configuration in another
   test) is loaded instead of compiled again, and a second run of the suite loads most of its
-  programs (JAX does not keep those with host callbacks).  A loaded program is the program
+  programs.  JAX does not keep programs with host callbacks, which every ``engine.run``
+  under a test's own ``jax.jit`` has: those are shared only inside a worker, through one
+  jitted function called with the oracle as an argument.  A loaded program is the program
   XLA would compile; the compile events that tests count (:mod:`jax.monitoring`) fire for
   loaded programs too.
 * ``jax_numpy_rank_promotion="raise"``: implicit rank promotion is an error (as in Diffrax's
