@@ -7,8 +7,6 @@ stronger than a law-level comparison; the goodness-of-fit tests then check the l
 draw counts the slow reference cannot afford.
 """
 
-import functools
-
 import jax
 import numpy as np
 import pytest
@@ -25,6 +23,7 @@ from numpyro_autospec.oracles import (
     TableOracle,
 )
 from numpyro_autospec.processes import AnyOrderProcess
+from tests.engine.programs import compiled_run
 from tests.gof import assert_gof, chisquare_gof, encode_configurations, mean_z_test
 
 N, Q = 4, 3
@@ -54,18 +53,6 @@ def random_table(seed, n=N, q=Q, concentration=0.6):
 
 def probs_of(log_probs):
     return np.exp(np.asarray(log_probs, np.float64)).ravel()
-
-
-@functools.cache
-def compiled_run(num_positions, num_categories, config, capacity):
-    """``engine.run`` compiled once per shape, config and capacity, the oracle an argument:
-    its parameters are data, so the oracles of one shape (random tables, Ising chains) share
-    one compilation."""
-
-    def draw(oracle, keys):
-        return run(AnyOrderProcess(oracle, num_positions, num_categories), keys, config, capacity)
-
-    return jax.jit(draw)
 
 
 def engine_draws(process, key, num_draws, config, capacity=None, chunk=CHUNK, share=True):

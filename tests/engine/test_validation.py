@@ -1,8 +1,6 @@
 """Oracle answers are validated inside the compiled engine: the run stops at the first defect
 and the error names the site, the row and the step; ``validate=False`` skips the checks."""
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,6 +10,7 @@ from numpyro_autospec.engine import run
 from numpyro_autospec.oracles import CurieWeissOracle, TableOracle
 from numpyro_autospec.parameters import register_parameters
 from numpyro_autospec.processes import AnyOrderProcess
+from tests.engine.programs import compiled_run
 
 N = 12
 CW = CurieWeissOracle(N, beta=1.0)
@@ -37,17 +36,6 @@ def broken(row_3):
     return Broken(jnp.zeros((N, 2)).at[3].set(jnp.asarray(row_3, jnp.float32)))
 
 
-@functools.cache
-def compiled_run(validate=True):
-    """``engine.run`` on the process of a :class:`Broken` oracle, compiled once: the oracle is
-    an argument."""
-
-    def draw(oracle, keys):
-        return run(AnyOrderProcess(oracle, N, 2, name="spins"), keys, validate=validate)
-
-    return jax.jit(draw)
-
-
 @pytest.mark.parametrize(
     "row_3, message",
     [
@@ -59,18 +47,18 @@ def compiled_run(validate=True):
 )
 def test_defective_answers_raise_an_error_naming_site_row_and_step(row_3, message):
     with pytest.raises(Exception, match=f"site 'spins': .*{message}.*query at step"):
-        jax.block_until_ready(compiled_run()(broken(row_3), KEYS))
+        jax.block_until_ready(compiled_run(N, 2, name="spins")(broken(row_3), KEYS))
 
 
 def test_healthy_answers_pass_the_same_program():
     """The same compiled program with a zero offset: no error (the checks above fire on the
     defects, not on the program)."""
-    samples = compiled_run()(broken([0.0, 0.0]), KEYS)
+    samples = compiled_run(N, 2, name="spins")(broken([0.0, 0.0]), KEYS)
     assert samples.value.shape == (3, N)
 
 
 def test_validation_can_be_switched_off():
-    samples = compiled_run(validate=False)(broken([0.5, 0.5]), KEYS)
+    samples = compiled_run(N, 2, validate=False, name="spins")(broken([0.5, 0.5]), KEYS)
     assert samples.value.shape == (3, N)
 
 
