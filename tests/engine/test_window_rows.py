@@ -68,6 +68,10 @@ CASES = {
     "block_rows": (SamplerConfig(root_windows=False), 64),
 }
 
+#: windows of 8 steps, each followed by a recursion block of 8 steps unless it kept all of
+#: them, with answers of 64 rows: recursion blocks speculate from their answers' first 8 rows
+FALLBACKS = SamplerConfig(window=8, window_growth=0, floor=8, fallback=8)
+
 
 def random_chain(n):
     """An Ising chain with random couplings and fields: every site has its own row (Curie-Weiss's
@@ -76,22 +80,53 @@ def random_chain(n):
     return IsingChainOracle(rng.uniform(-1.0, 1.2, n - 1), rng.normal(0.0, 0.5, n))
 
 
-def engine_and_reference(process, config):
-    key = jax.random.PRNGKey(5)
-    samples = jax.jit(lambda keys: run(process, keys, config))(jax.random.split(key, DRAWS))
-    values, rounds, queries = reference.sample_many(process, key, DRAWS, config)
-    return samples, values, rounds, queries
+def case_oracle(kind, used=None):
+    """The oracle, configuration and size of a case: Curie-Weiss for the row counts (recording
+    the row counts it is called with when ``used`` is a set), the random chain for the
+    speculation from leading rows (``"block_answer"``)."""
+    if kind == "block_answer":
+        return random_chain(64), FALLBACKS, 64
+    config, n = CASES[kind]
+    oracle = CurieWeissOracle(n, 1.0) if used is None else RowCountingOracle(n, 1.0, used)
+    return oracle, config, n
+
+
+REFERENCE_KEY = jax.random.PRNGKey(5)
+
+
+@pytest.fixture(scope="module")
+def reference_draws():
+    """The reference's draws, rounds and queries of each case, drawn once (the reference does
+    not read the engine's row counts or answers, which the tests patch): the check that the
+    engine reproduces them and the check that a wrong engine does not compare with the same
+    reference (each reference run compiles a program per block length)."""
+    cache = {}
+
+    def draws(kind):
+        if kind not in cache:
+            oracle, config, n = case_oracle(kind)
+            process = AnyOrderProcess(oracle, n, 2)
+            cache[kind] = reference.sample_many(process, REFERENCE_KEY, DRAWS, config)
+        return cache[kind]
+
+    return draws
+
+
+def engine_draws(process, config):
+    keys = jax.random.split(REFERENCE_KEY, DRAWS)
+    return jax.jit(lambda keys: run(process, keys, config))(keys)
 
 
 @pytest.mark.parametrize("kind", sorted(CASES))
-def test_smaller_row_counts_keep_the_reference_draws_and_rounds(monkeypatch, kind):
+def test_smaller_row_counts_keep_the_reference_draws_and_rounds(monkeypatch, reference_draws, kind):
     monkeypatch.setattr(plan_module, "block_rows", halving_to_one)
-    config, n = CASES[kind]
     used = set()
-    process = AnyOrderProcess(RowCountingOracle(n, 1.0, used), n, 2)
+    oracle, config, n = case_oracle(kind, used)
+    process = AnyOrderProcess(oracle, n, 2)
     counts = getattr(plan(process, config, Capacity(), DRAWS, KEY), kind)
     assert len(counts) > 1
-    samples, values, rounds, queries = engine_and_reference(process, config)
+    samples = engine_draws(process, config)
+    values, rounds, queries = reference_draws(kind)
     np.testing.assert_array_equal(np.asarray(samples.value), values)
     np.testing.assert_array_equal(np.asarray(samples.rounds), rounds)
     assert np.all(np.asarray(samples.queries) <= queries)
@@ -99,20 +134,18 @@ def test_smaller_row_counts_keep_the_reference_draws_and_rounds(monkeypatch, kin
     assert min(used & set(counts)) < counts[-1]
 
 
-#: windows of 8 steps, each followed by a recursion block of 8 steps unless it kept all of
-#: them, with answers of 64 rows: recursion blocks speculate from their answers' first 8 rows
-FALLBACKS = SamplerConfig(window=8, window_growth=0, floor=8, fallback=8)
-
-
-def test_recursion_blocks_speculating_from_leading_rows_keep_the_reference_draws(monkeypatch):
+def test_recursion_blocks_speculating_from_leading_rows_keep_the_reference_draws(
+    monkeypatch, reference_draws
+):
     """Recursion blocks speculating in a phase of their own from their answers' leading rows
     (``Plan.block_speculation``, on for large answers only) beside root windows: the
     reference's draws and rounds."""
     monkeypatch.setattr(plan_module, "block_speculation", lambda *args: True)
-    n = 64
-    process = AnyOrderProcess(random_chain(n), n, 2)
-    assert plan(process, FALLBACKS, Capacity(), DRAWS, KEY).block_speculation
-    samples, values, rounds, _ = engine_and_reference(process, FALLBACKS)
+    oracle, config, n = case_oracle("block_answer")
+    process = AnyOrderProcess(oracle, n, 2)
+    assert plan(process, config, Capacity(), DRAWS, KEY).block_speculation
+    samples = engine_draws(process, config)
+    values, rounds, _ = reference_draws("block_answer")
     np.testing.assert_array_equal(np.asarray(samples.value), values)
     np.testing.assert_array_equal(np.asarray(samples.rounds), rounds)
 
@@ -123,21 +156,18 @@ def first_row_only(context, answer):
 
 
 @pytest.mark.parametrize("kind", [*sorted(CASES), "block_answer"])
-def test_too_few_rows_would_change_the_draws(monkeypatch, kind):
+def test_too_few_rows_would_change_the_draws(monkeypatch, reference_draws, kind):
     """The checks can fail: an engine that scores every window (every recursion block) with one
     row, or speculates every recursion block from the first row of its answer (rows past it are
-    never used), does not reproduce the reference."""
+    never used), does not reproduce the reference draws the checks above compare with."""
     if kind == "block_answer":
         monkeypatch.setattr(plan_module, "block_speculation", lambda *args: True)
         monkeypatch.setattr(transitions, "block_answer", first_row_only)
-        config, n = FALLBACKS, 64
-        oracle = random_chain(n)
     else:
         monkeypatch.setattr(plan_module, kind, lambda policy, row_bytes: (1,))
-        config, n = CASES[kind]
-        oracle = CurieWeissOracle(n, beta=1.0)
-    process = AnyOrderProcess(oracle, n, 2)
-    samples, values, rounds, _ = engine_and_reference(process, config)
+    oracle, config, n = case_oracle(kind)
+    samples = engine_draws(AnyOrderProcess(oracle, n, 2), config)
+    values, rounds, _ = reference_draws(kind)
     same = np.array_equal(np.asarray(samples.value), values) and np.array_equal(
         np.asarray(samples.rounds), rounds
     )
