@@ -1,10 +1,11 @@
 """Oracle parameters and time grids that are traced: a latent site, a jit model argument.
 
-The law test: ``beta`` takes two values inside one compiled MCMC program (a latent site), and
-the number of up spins of each group of draws must follow ``magnetization_log_probs()`` of
-its own ``beta`` (chi-square, ``tests/gof.py``, p > 1e-4) and be rejected against the other
-``beta``'s law, which shows the test has the power to see a sampler that ignores the traced
-value.
+The law tests: ``beta`` takes two values inside one compiled MCMC program, chosen by a latent
+site among two values that are themselves a jit model argument, and the number of up spins
+of each group of draws must follow ``magnetization_log_probs()`` of its own ``beta``
+(chi-square, ``tests/gof.py``, p > 1e-4) and be rejected against the other ``beta``'s law,
+which shows the test has the power to see a sampler that ignores the traced value.  A second
+run of the same compiled program with the argument's two values swapped must swap the laws.
 """
 
 import jax
@@ -26,9 +27,10 @@ BETAS = (0.3, 1.8)  # disordered and ordered phases: very different magnetizatio
 NUM_DRAWS = 600
 
 
-def two_beta_model():
+def two_beta_model(betas):
+    """``betas[ordered]``: a latent site picks one of two values given as a model argument."""
     ordered = numpyro.sample("ordered", dist.Bernoulli(0.5))
-    beta = jnp.where(ordered, BETAS[1], BETAS[0])
+    beta = jnp.where(ordered, betas[1], betas[0])
     numpyro.sample("x", AnyOrderAR(CurieWeissOracle(N, beta=beta), N, 2))
 
 
@@ -37,43 +39,50 @@ def magnetization_law(beta: float) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def two_beta_draws():
-    mcmc = MCMC(
-        AutospecKernel(two_beta_model), num_warmup=0, num_samples=NUM_DRAWS, progress_bar=False
-    )
-    mcmc.run(jax.random.PRNGKey(11))
-    samples = mcmc.get_samples()
-    ups = np.asarray(samples["x"]).sum(axis=1)
-    ordered = np.asarray(samples["ordered"]).astype(bool)
-    return ups[~ordered], ups[ordered]
+def two_beta_runs():
+    """Two runs of one ``MCMC`` with ``jit_model_args=True``: the argument ``BETAS``, then the
+    two values swapped.  With the progress bar on, NumPyro keeps the jitted step between runs
+    (without it, it jits its loop afresh at every run), so the second run reuses the compiled
+    program and only the traced argument tells it the new laws.  Per run: the up-spin counts
+    of the draws with ``ordered = 0`` and ``ordered = 1``."""
+    with pytest.MonkeyPatch.context() as patch:
+        for variable in ("CI", "PYTEST_XDIST_WORKER"):  # NumPyro turns the bar off under these
+            patch.delenv(variable, raising=False)
+        mcmc = MCMC(
+            AutospecKernel(two_beta_model),
+            num_warmup=0,
+            num_samples=NUM_DRAWS,
+            jit_model_args=True,
+        )
+    runs = []
+    for seed, betas in ((11, BETAS), (12, BETAS[::-1])):
+        mcmc.run(jax.random.PRNGKey(seed), jnp.asarray(betas, jnp.float32))
+        samples = mcmc.get_samples()
+        ups = np.asarray(samples["x"]).sum(axis=1)
+        ordered = np.asarray(samples["ordered"]).astype(bool)
+        runs.append((ups[~ordered], ups[ordered]))
+    return runs
 
 
-def test_latent_beta_draws_follow_the_law_of_their_own_beta(two_beta_draws):
-    for ups, beta in zip(two_beta_draws, BETAS, strict=True):
+def test_latent_beta_draws_follow_the_law_of_their_own_beta(two_beta_runs):
+    for ups, beta in zip(two_beta_runs[0], BETAS, strict=True):
         assert ups.size > NUM_DRAWS // 3  # both values of beta were drawn
         assert_gof(np.bincount(ups, minlength=N + 1), magnetization_law(beta), label=f"{beta=}")
 
 
-def test_the_other_beta_law_is_rejected(two_beta_draws):
-    for ups, other in zip(two_beta_draws, BETAS[::-1], strict=True):
+def test_the_other_beta_law_is_rejected(two_beta_runs):
+    for ups, other in zip(two_beta_runs[0], BETAS[::-1], strict=True):
         result = chisquare_gof(np.bincount(ups, minlength=N + 1), magnetization_law(other))
         assert result.p_value <= DEFAULT_THRESHOLD
 
 
-def test_beta_as_a_jit_model_argument_gives_the_law_of_each_value():
-    def model(beta):
-        numpyro.sample("x", AnyOrderAR(CurieWeissOracle(N, beta=beta), N, 2))
-
-    mcmc = MCMC(
-        AutospecKernel(model),
-        num_warmup=0,
-        num_samples=300,
-        jit_model_args=True,
-        progress_bar=False,
-    )
-    for beta, other in (BETAS, BETAS[::-1]):
-        mcmc.run(jax.random.PRNGKey(5), jnp.float32(beta))
-        counts = np.bincount(np.asarray(mcmc.get_samples()["x"]).sum(1), minlength=N + 1)
+def test_beta_as_a_jit_model_argument_gives_the_law_of_each_value(two_beta_runs):
+    """The second run, same compiled program, the argument's values swapped: the draws with
+    ``ordered = 0`` now follow ``beta = 1.8`` and those with ``ordered = 1`` ``beta = 0.3``
+    (and not the laws of the first run)."""
+    for ups, beta, other in zip(two_beta_runs[1], BETAS[::-1], BETAS, strict=True):
+        assert ups.size > NUM_DRAWS // 3
+        counts = np.bincount(ups, minlength=N + 1)
         assert_gof(counts, magnetization_law(beta), label=f"{beta=}")
         assert chisquare_gof(counts, magnetization_law(other)).p_value <= DEFAULT_THRESHOLD
 
@@ -121,6 +130,13 @@ def grid_model(times):
     numpyro.sample("y", StochasticLocalization(PointCloudDenoiser(POINTS), 2, times=times))
 
 
+def grid_and_variance_model(times, variance):
+    denoiser = PointCloudDenoiser(POINTS)
+    numpyro.sample(
+        "y", StochasticLocalization(denoiser, 2, times=times, speculation_variance=variance)
+    )
+
+
 def test_time_grid_computed_in_the_model():
     def model():
         t_max = numpyro.sample("t_max", dist.Uniform(150.0, 250.0))
@@ -133,40 +149,27 @@ def test_time_grid_computed_in_the_model():
     assert draws.shape == (4, 2) and np.all(nearest < 1e-3)  # t_max >= 150 resolves a point
 
 
-def assert_traced_argument_gives_the_concrete_draws(model, seed, traced, concrete):
-    """Three draws of site ``y`` with the model's argument traced (``jit_model_args=True``)
-    equal the draws with the same argument given concretely."""
+def test_time_grid_and_speculation_variance_as_jit_model_arguments_match_the_concrete_ones():
+    """A time grid and a linear-response speculation variance are data: traced
+    (``jit_model_args=True``) they give, key for key, the three draws of the same grid and
+    variance given concretely.  One site takes both (the linear-response speculation reads
+    the grid's times, step sizes and growths, every use of the grid the default speculation
+    makes, and the variance), so the comparison is two compiled programs, not four."""
     draws = []
-    for argument, jit_model_args in ((traced, True), (concrete, False)):
+    for arguments, jit_model_args in (
+        ((jnp.asarray(GRID), jnp.float32(0.05)), True),
+        ((GRID, 0.05), False),
+    ):
         mcmc = MCMC(
-            AutospecKernel(model),
+            AutospecKernel(grid_and_variance_model),
             num_warmup=0,
             num_samples=3,
             jit_model_args=jit_model_args,
             progress_bar=False,
         )
-        mcmc.run(jax.random.PRNGKey(seed), argument)
+        mcmc.run(jax.random.PRNGKey(2), *arguments)
         draws.append(np.asarray(mcmc.get_samples()["y"]))
     np.testing.assert_allclose(draws[0], draws[1], atol=1e-5)
-
-
-def test_time_grid_as_a_jit_model_argument_matches_the_concrete_grid():
-    assert_traced_argument_gives_the_concrete_draws(grid_model, 2, jnp.asarray(GRID), GRID)
-
-
-def variance_model(variance):
-    numpyro.sample(
-        "y",
-        StochasticLocalization(
-            PointCloudDenoiser(POINTS), 2, times=GRID, speculation_variance=variance
-        ),
-    )
-
-
-def test_speculation_variance_as_a_jit_model_argument_matches_the_concrete_one():
-    """The linear-response speculation's variance is data: traced (``jit_model_args``) it
-    gives the draws of the same variance given as a number."""
-    assert_traced_argument_gives_the_concrete_draws(variance_model, 3, jnp.float32(0.05), 0.05)
 
 
 def test_prior_predictive_with_a_traced_grid():
