@@ -41,14 +41,20 @@ def table_probs(log_probs):
     return np.exp(np.asarray(log_probs, np.float64)).ravel()
 
 
+#: the process of the random-table test, shared by the tests of other properties of the same
+#: sampler (growth rate, sequential costs): the reference's jitted programs depend on the
+#: table (a constant of every program), so one table means one set of compiled programs
+TABLE_ORACLE = random_table(0)
+TABLE_PROCESS = AnyOrderProcess(TABLE_ORACLE, N, Q)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_reference_exact_on_random_table(name):
-    oracle = random_table(0)
-    probs = table_probs(oracle.log_probs)
+    probs = table_probs(TABLE_ORACLE.log_probs)
     assert power_draws(0.01, 0.05) <= 40_000
     values, rounds, _ = reference.sample_many(
-        AnyOrderProcess(oracle, N, Q), jax.random.PRNGKey(1), 40_000, CONFIGS[name]
+        TABLE_PROCESS, jax.random.PRNGKey(1), 40_000, CONFIGS[name]
     )
     assert_gof(encode_configurations(values, Q), probs, threshold=1e-4, label=name)
     assert rounds.mean() < N + 3  # mostly accepted speculations
@@ -86,25 +92,30 @@ def test_harness_catches_a_wrong_sampler(monkeypatch):
     min(mu, nu) + TV * mu instead of mu.  The same test must reject it."""
     monkeypatch.setattr(reference, "residual_accepts", lambda key, log_mu, log_nu: True)
     reference._jitted.cache_clear()
-    oracle = random_table(0)
-    process = AnyOrderProcess(oracle, N, Q)  # a new process: a fresh jit cache
+    process = AnyOrderProcess(TABLE_ORACLE, N, Q)  # a new process: a fresh jit cache
     values, _, _ = reference.sample_many(process, jax.random.PRNGKey(1), 8_000, PAPER)
-    result = chisquare_gof(encode_configurations(values, Q), table_probs(oracle.log_probs))
+    result = chisquare_gof(encode_configurations(values, Q), table_probs(TABLE_ORACLE.log_probs))
     assert result.p_value <= 1e-4
     reference._jitted.cache_clear()
 
 
-@pytest.mark.parametrize("name", sorted(CONFIGS))
-def test_draws_do_not_depend_on_growth_rate(name):
-    process = AnyOrderProcess(random_table(5), N, Q)
-    key = jax.random.PRNGKey(6)
-    for k in jax.random.split(key, 20):
-        a = reference.sample(process, k, CONFIGS[name]._replace(growth=1.0))
-        b = reference.sample(process, k, CONFIGS[name]._replace(growth=0.25))
+def test_draws_do_not_depend_on_growth_rate():
+    """The residual growth only sizes the batches of parallel trials (and so the cost), never
+    the draw: the same keys give the same values at growth 1 and 1/4.  On the paper's recursion
+    (``PAPER``); under ``WINDOWS`` at n = 4 a rejected block is short enough to draw its
+    residual by enumeration, so no residual loop (and no growth) occurs there.  100 keys:
+    about 7% of the draws reach a second batch of trials, which the cost check confirms."""
+    costs_differ = 0
+    for k in jax.random.split(jax.random.PRNGKey(6), 100):
+        a = reference.sample(TABLE_PROCESS, k, PAPER._replace(growth=1.0))
+        b = reference.sample(TABLE_PROCESS, k, PAPER._replace(growth=0.25))
         np.testing.assert_array_equal(a.value, b.value)
+        costs_differ += (a.rounds, a.queries) != (b.rounds, b.queries)
+    assert costs_differ > 0  # the growth did change the trial batches of some draws
 
 
 def test_sequential_costs_n_rounds_and_queries():
-    process = AnyOrderProcess(random_table(5), N, Q)
-    draw = reference.sample(process, jax.random.PRNGKey(0), SamplerConfig(method="sequential"))
+    draw = reference.sample(
+        TABLE_PROCESS, jax.random.PRNGKey(0), SamplerConfig(method="sequential")
+    )
     assert (draw.rounds, draw.queries) == (N, N)
