@@ -15,14 +15,20 @@ matter.  Two-sample tests, fixed seeds, a test passes when ``p > 1e-4`` (``THRES
   output, 1200 engine draws against 200 000 chain draws; at ``p = 1e-4`` KS rejects a
   difference of about 0.07 between the CDFs.
 * a deliberately wrong variant (the target density with variance ``2h`` instead of ``h``; it
-  moves the central cell from 0.26 to about 0.16) is rejected with 1000 draws
-  (p ~ 5e-8 with 600), through the same helper that the exact tests call.
+  moves the central cell from 0.26 to about 0.16) is rejected with 3200 draws (1000 are
+  enough: p ~ 5e-8 with 600), through the same helper that the exact tests call; so is a
+  speculation whose reported density is not that of its draws.
 
 The first engine draws are also compared draw for draw with the reference sampler
 (:func:`numpyro_autospec.reference.sample`): same values, rounds and queries.
 
-CPU cost (one core, measured): each engine program compiles in about 16 s; the point-cloud
-tests take about 25 s, each ``slow`` test about 20 s more.
+One compiled engine program serves a right process and its wrong variant: the process is built
+inside ``jax.jit`` with the weight of its error term a traced argument (``error``), 0 for the
+exact tests (the package's density plus ``0 * term``, which adds nothing: their first draws
+are those of the reference sampler on the package's own process) and 1 for the wrong variant.
+Compiling an engine program is most of the cost (about 27 s of CPU each, against about 1.3 s
+for 1000 point-cloud draws), so the file compiles three: the frozen drift on the point cloud,
+the linear-response speculation on it, and the mixture (``slow``).
 
 Reference: Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869 (2025).
 """
@@ -76,16 +82,39 @@ PROJECTIONS = ([1.0, 0.0], [0.0, 1.0], [0.6, 0.8], [0.8, -0.6])
 LINEAR_RESPONSE_VARIANCE = 0.25
 
 
-class TargetWithDoubledVariance(DiffusionProcess):
-    r"""Wrong on purpose: :math:`\mu(y_{k+1} \mid y_k) = \mathcal{N}(y_k + h_k f,\, 2h_k I)`
-    in the target density (``step_log_density``, which ``target_logp`` and the engine's
-    batched scoring use) while ``target_sample`` keeps variance :math:`h_k`.  The ratio
-    :math:`\mu/\nu` of whole blocks is then wrong, the single steps are not."""
+class TargetWithVarianceError(DiffusionProcess):
+    r"""The package's process with ``error`` (traced) times the error term
+    :math:`\log \mathcal{N}(r; 0, 2h_k I) - \log \mathcal{N}(r; 0, h_k I)` added to its target
+    density (``step_log_density``, which ``target_logp`` and the engine's batched scoring use),
+    :math:`r = y_{k+1} - y_k - h_k f`.  ``error = 0``: the package's density (plus ``0 * term``,
+    which adds nothing).  ``error = 1``, wrong on purpose: :math:`\mu(y_{k+1} \mid y_k) =
+    \mathcal{N}(y_k + h_k f,\, 2h_k I)` while ``target_sample`` keeps variance :math:`h_k`; the
+    ratio :math:`\mu/\nu` of whole blocks is then wrong, the single steps are not."""
+
+    def __init__(self, *args, error, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.error = error
 
     def step_log_density(self, k, y, y_next, drift):
         h = self.step_sizes[k]
         residual = y_next - y - h * drift
-        return -0.5 * self.dim * jnp.log(4.0 * jnp.pi * h) - 0.25 * jnp.sum(residual**2) / h
+        doubled = -0.5 * self.dim * jnp.log(2.0) + 0.25 * jnp.sum(residual**2) / h
+        return super().step_log_density(k, y, y_next, drift) + self.error * doubled
+
+
+@jax.jit
+def cloud_draws(keys: Array, error: Array) -> Samples:
+    """Engine draws of :class:`TargetWithVarianceError` on the point cloud: one program for the
+    exact draws (``error = 0``) and the wrong ones (``error = 1``)."""
+    process = TargetWithVarianceError(CLOUD, 2, CLOUD_PROCESS.times, error=error)
+    return run(process, keys, CONFIG)
+
+
+def draws_of(program, seed: int, num_draws: int, error: float) -> tuple[Samples, Array]:
+    """``num_draws`` draws of a jitted ``program(keys, error)`` in one call, and their keys."""
+    keys = jax.random.split(jax.random.PRNGKey(seed), num_draws)
+    samples = program(keys, jnp.float32(error))
+    return jax.tree.map(np.asarray, samples), keys
 
 
 def engine_draws(process: DiffusionProcess, seed: int, num_draws: int) -> tuple[Samples, Array]:
@@ -121,7 +150,7 @@ def cloud_chain_categories() -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def cloud_engine() -> tuple[Samples, Array]:
-    return engine_draws(CLOUD_PROCESS, 2, 3200)
+    return draws_of(cloud_draws, 2, 3200, error=0.0)
 
 
 # ------------------------------------------------------------------------------ point cloud
@@ -167,10 +196,9 @@ def test_engine_matches_euler_chain_on_gaussian_mixture():
 # ------------------------------------------------------------------------------ power
 @pytest.mark.slow
 def test_harness_rejects_a_wrong_target_density(cloud_chain_categories):
-    """The same two-sample test, on 1000 draws of a process whose target density has the
+    """The same two-sample test, on 3200 draws of a process whose target density has the
     wrong variance, fails: the residual loop then corrects toward the wrong law."""
-    process = TargetWithDoubledVariance(CLOUD, 2, CLOUD_PROCESS.times)
-    samples, _ = engine_draws(process, 2, 1000)
+    samples, _ = draws_of(cloud_draws, 2, 3200, error=1.0)
     categories = nearest_point(samples.value)
     result = two_sample_chisquare(categories, cloud_chain_categories)
     assert result.p_value < 1e-8, result
@@ -185,18 +213,37 @@ LINEAR_CLOUD_PROCESS = DiffusionProcess(
 )
 
 
-class LinearResponseWithFrozenDensity(DiffusionProcess):
-    """Wrong on purpose: draws the linear-response speculation but reports the frozen drift's
-    density for it, so that ``mu / nu`` is not the density ratio of what was drawn."""
+class LinearResponseWithDensityError(DiffusionProcess):
+    """The linear-response speculation whose reported density (``spec_logp``) is its own plus
+    ``error`` (traced) times (the frozen drift's density minus its own).  ``error = 0``: the
+    package's density (plus ``0 * term``, which adds nothing).  ``error = 1``, wrong on purpose:
+    draws the linear-response speculation but reports the frozen drift's density for it, so
+    that ``mu / nu`` is not the density ratio of what was drawn."""
+
+    def __init__(self, *args, error, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.error = error
 
     def spec_logp(self, x, a, m, answer):
-        return CLOUD_PROCESS.spec_logp(x, a, m, answer)  # the same grid, frozen drift
+        own = super().spec_logp(x, a, m, answer)
+        frozen = CLOUD_PROCESS.spec_logp(x, a, m, answer)  # the same grid, frozen drift
+        return own + self.error * (frozen - own)
+
+
+@jax.jit
+def linear_cloud_draws(keys: Array, error: Array) -> Samples:
+    """Engine draws of :class:`LinearResponseWithDensityError` on the point cloud: one program
+    for the exact draws (``error = 0``) and the wrong ones (``error = 1``)."""
+    process = LinearResponseWithDensityError(
+        CLOUD, 2, CLOUD_PROCESS.times, speculation_variance=LINEAR_RESPONSE_VARIANCE, error=error
+    )
+    return run(process, keys, CONFIG)
 
 
 def test_engine_with_linear_response_speculation_matches_euler_chain(cloud_chain_categories):
     """The speculation changes the rounds, never the law: 3200 engine draws with the
     linear-response speculation against the chain (same power as the frozen drift's test)."""
-    samples, keys = engine_draws(LINEAR_CLOUD_PROCESS, 5, 3200)
+    samples, keys = draws_of(linear_cloud_draws, 5, 3200, error=0.0)
     assert_draws_are_the_reference(LINEAR_CLOUD_PROCESS, samples, keys)
     assert_two_sample(
         nearest_point(samples.value),
@@ -210,10 +257,7 @@ def test_engine_with_linear_response_speculation_matches_euler_chain(cloud_chain
 @pytest.mark.slow
 def test_harness_rejects_a_speculation_with_the_wrong_density(cloud_chain_categories):
     """The same test fails when the speculation's reported density is not that of its draws."""
-    process = LinearResponseWithFrozenDensity(
-        CLOUD, 2, CLOUD_PROCESS.times, speculation_variance=LINEAR_RESPONSE_VARIANCE
-    )
-    samples, _ = engine_draws(process, 5, 3200)
+    samples, _ = draws_of(linear_cloud_draws, 5, 3200, error=1.0)
     categories = nearest_point(samples.value)
     result = two_sample_chisquare(categories, cloud_chain_categories)
     assert result.p_value < 1e-8, result
