@@ -17,16 +17,18 @@ process.  Three paths, one case each:
   whose oracle scores blocks (block-scoring batches), two chains sharing one pool.
 
 Several hosts: two processes of 2 host devices each, connected by :func:`jax.distributed.initialize`
-(CPU collectives over Gloo), run the same program on a global mesh of 4 devices, as
-docs/scaling.md shows; each process must read the draws of the run on one device
-(``slow``).
+(CPU collectives over Gloo), run the ``network`` case on a global mesh of 4 devices, its keys
+made inside the jitted function from a seed as docs/scaling.md shows; each process must read the
+draws of the run on one device (``slow``; the one-device program is the ``network`` case's,
+already compiled in this process).
 
 A deliberately wrong sharded sampler (its oracle answers routed to the neighbouring lane, the
 typical bug of hand-written sharding) is run on the ``network`` case too: the comparison must
 reject it.  Equal draws carry the exactness of the engine over (tests/engine/test_scheduler.py,
-tests/engine/test_diffusion.py).  CPU cost: seven engine programs are compiled, about two
-minutes of CPU time (measured with other jobs on the same two cores), plus the ``slow`` test's
-two processes.
+tests/engine/test_diffusion.py).  CPU cost: seven engine programs
+are compiled (about 20 s of CPU each, 30 s for the kernel's), three in this process and four in
+the subprocess (the wrong sampler's included), plus one in each of the ``slow`` test's two
+processes.
 """
 
 from __future__ import annotations
@@ -245,14 +247,17 @@ def test_bad_mesh_is_refused_through_the_kernel():
 
 
 HOSTS = 2
-HOST_CAPACITY = Capacity(num_slots=12, max_queries=16)
-HOST_PROCESS = AnyOrderProcess(CURIE_WEISS, 16, 2)
+#: the several-hosts run draws the ``network`` case (its keys made inside the jitted function):
+#: its one-device draws are those of the program already compiled for that case
+HOST_DRAWS = 6
+HOST_SEED = 7
 
 
 def host_draws(capacity: Capacity) -> Samples:
-    """The documented multi-host call: keys made inside the jitted function from a seed."""
-    keys = lambda seed: jax.random.split(jax.random.PRNGKey(seed), 4)  # noqa: E731
-    return jax.jit(lambda seed: run(HOST_PROCESS, keys(seed), capacity=capacity))(0)
+    """The documented multi-host call: keys made inside the jitted function from a seed (the
+    keys of :func:`engine_case`)."""
+    keys = lambda seed: jax.random.split(jax.random.PRNGKey(seed), HOST_DRAWS)  # noqa: E731
+    return jax.jit(lambda seed: run(NETWORK, keys(seed), None, capacity))(HOST_SEED)
 
 
 #: a host's program: connect (before anything initializes JAX's backend, such as importing
@@ -271,7 +276,7 @@ def host_run(path: str) -> None:
     process's devices; the replicated draws are read on this host and saved to ``path``."""
     assert jax.device_count() == 2 * HOSTS and jax.local_device_count() == 2
     mesh = jax.make_mesh((jax.device_count(),), ("batch",))
-    samples = host_draws(HOST_CAPACITY._replace(mesh=mesh))
+    samples = host_draws(NETWORK_CAPACITY._replace(mesh=mesh))
     np.savez(path, **{name: jax.device_get(value) for name, value in samples._asdict().items()})
 
 
@@ -306,8 +311,8 @@ def test_several_hosts_give_the_draws_of_one_device():
         outputs = [host.communicate(timeout=900)[0] for host in hosts]
         for host, output in zip(hosts, outputs, strict=True):
             assert host.returncode == 0, output[-3000:]
-        expected = host_draws(HOST_CAPACITY)
+        expected = CASES["network"](None)  # the same keys, on one device
         for path in paths:
             with np.load(path) as stored:
-                for name, value in expected._asdict().items():
-                    np.testing.assert_array_equal(stored[name], np.asarray(value), err_msg=name)
+                for name, value in expected.items():
+                    np.testing.assert_array_equal(stored[name], value, err_msg=name)
