@@ -1,7 +1,14 @@
 """Warmup tunes the speculation (:mod:`numpyro_autospec.numpyro.tuning`): the configuration
-chosen from the warmup draws differs from the defaults where they are off, and the draws after
-warmup are still exact (a goodness-of-fit test against the exact law, which a deliberately
-wrong sampler fails)."""
+chosen from the warmup draws differs from the given one where its window is off, and the draws
+after warmup are still exact (a goodness-of-fit test against the exact law, which a
+deliberately wrong sampler fails).
+
+Each candidate configuration is a compiled program, so the kernel's run fixes the two knobs
+that only the ``"cautious"`` and ``"paper"`` candidates vary (the fallback threshold, at its
+default for ``N = 64``, and the recursion block size, unused with root windows): warmup then
+compares the default window with ``"wide"`` (two compilations, not four), by the same code
+that measures every candidate; which candidates a configuration gets is checked without
+compiling in ``test_candidates_keep_the_knobs_the_user_set``."""
 
 import jax
 import jax.numpy as jnp
@@ -13,7 +20,12 @@ from numpyro.infer import MCMC
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.numpyro import AutospecKernel
 from numpyro_autospec.numpyro.distributions import AnyOrderAR
-from numpyro_autospec.numpyro.tuning import Candidate, candidate_configs, choose
+from numpyro_autospec.numpyro.tuning import (
+    MIN_DRAWS_PER_CANDIDATE,
+    Candidate,
+    candidate_configs,
+    choose,
+)
 from tests.gof import assert_gof, encode_configurations
 
 N = 64
@@ -22,7 +34,18 @@ N = 64
 PROBABILITY_OF_ONE = np.linspace(0.15, 0.85, N)
 LOG_ROWS = jnp.log(jnp.stack([1 - PROBABILITY_OF_ONE, PROBABILITY_OF_ONE], axis=1))
 CHECKED_SITES = 5  # the joint law of sites 0..4 is tested: 32 cells
-DRAWS_PER_ITERATION, ITERATIONS = 400, 50  # 20000 draws after warmup
+#: 20000 draws after warmup.  A warmup candidate draws MIN_DRAWS_PER_CANDIDATE model draws in
+#: one engine pool (16 x 20 = 320 draws of the site), few enough for the engine's default
+#: capacity to advance every draw at once, so that a candidate's rounds are its algorithm's
+#: (3 per draw for the given window, 2 for one window of the whole sequence), not the extra
+#: rounds of a crowded pool
+DRAWS_PER_ITERATION, ITERATIONS = 20, 1000
+#: the user's knobs: the fallback threshold at its default (sqrt(N) / 4) and a recursion block
+#: size, which root windows do not use; only the window is left to tune
+GIVEN = SamplerConfig(floor=2, block_size=N)
+#: the fewest warmup iterations that tune two candidates (each iteration one joint draw of
+#: the model, a plate of DRAWS_PER_ITERATION draws of the site)
+NUM_WARMUP = 2 * MIN_DRAWS_PER_CANDIDATE
 
 
 def product_oracle(x, mask):
@@ -46,8 +69,8 @@ def exact_joint_of_checked_sites() -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def tuned_run():
-    kernel = AutospecKernel(model)
-    mcmc = MCMC(kernel, num_warmup=64, num_samples=ITERATIONS, progress_bar=False)
+    kernel = AutospecKernel(model, config=GIVEN)
+    mcmc = MCMC(kernel, num_warmup=NUM_WARMUP, num_samples=ITERATIONS, progress_bar=False)
     mcmc.run(jax.random.PRNGKey(0))
     draws = np.asarray(mcmc.get_samples()["x"]).reshape(-1, N)
     return kernel, draws, np.asarray(mcmc.get_extra_fields()["rounds"])
@@ -56,9 +79,14 @@ def tuned_run():
 def test_warmup_moves_off_the_default_window_on_a_product_law(tuned_run):
     kernel, _, rounds = tuned_run
     tuning = kernel.tuning
-    assert tuning.candidates[0].name == "given" and tuning.candidates[0].config == SamplerConfig()
-    assert tuning.chosen != "given"
-    assert kernel.tuning.config != SamplerConfig()
+    # the given configuration is the default sampler on this site (the same root policy)
+    assert GIVEN.root_policy(N) == SamplerConfig().root_policy(N)
+    assert [c.name for c in tuning.candidates] == ["given", "wide"]
+    assert tuning.candidates[0].config == GIVEN
+    assert all(c.rounds.size == MIN_DRAWS_PER_CANDIDATE for c in tuning.candidates)
+    assert tuning.chosen == "wide"
+    assert tuning.config.root_policy(N).first_window == N  # off the default 4 sqrt(N) = 32
+    assert tuning.config.floor == GIVEN.floor and tuning.config.block_size == GIVEN.block_size
     given = tuning.candidates[0]
     chosen = next(c for c in tuning.candidates if c.name == tuning.chosen)
     assert chosen.mean_rounds < given.mean_rounds
@@ -105,6 +133,7 @@ def test_noise_keeps_the_given_configuration_and_a_clear_gain_replaces_it():
 def test_candidates_keep_the_knobs_the_user_set():
     names = [name for name, _ in candidate_configs(SamplerConfig(), 256)]
     assert names == ["given", "wide", "cautious", "paper"]
+    assert [name for name, _ in candidate_configs(GIVEN, 256)] == ["given", "wide"]
     user = SamplerConfig(window=40, floor=3)
     for _, config in candidate_configs(user, 256):
         assert config.window == 40 and config.floor == 3
