@@ -102,25 +102,73 @@ def random_order_law(oracle, observed=None, mask=None) -> np.ndarray:
 
 
 def engine_values(process, seed, config=None):
+    return chunked_draws(process, seed, config)[2]
+
+
+def chunked_draws(process, seed, config=None):
+    """``NUM_DRAWS`` draws in three calls of one compiled program: the keys, the samples of the
+    first call (rounds and queries too) and all the values."""
     keys = jax.random.split(jax.random.PRNGKey(seed), NUM_DRAWS)
     draws = jax.jit(lambda k: run(process, k, config))
-    return np.concatenate([np.asarray(draws(chunk).value) for chunk in np.split(keys, 3)])
+    chunks = [draws(chunk) for chunk in np.split(keys, 3)]
+    return keys, chunks[0], np.concatenate([np.asarray(chunk.value) for chunk in chunks])
+
+
+#: infilling in a fixed order: site 1 observed (value 2), the others fixed in the order 3, 0, 2
+ORDER = np.array([3, 1, 0, 2])
+MASK = np.array([False, True, False, False])
+OBSERVED = np.array([0, 2, 0, 0])
+
+
+@pytest.fixture(scope="module")
+def table_draws():
+    """A table's 30 000 draws with the default sampler (root windows)."""
+    process = AnyOrderProcess(BlockTable(random_table(1).log_probs), N, Q)
+    return (process, CONFIGS["autospec"], *chunked_draws(process, 4, CONFIGS["autospec"]))
+
+
+@pytest.fixture(scope="module")
+def infilling_draws():
+    """The inconsistent oracle's 30 000 infilling draws with the paper's sampler (recursion
+    blocks)."""
+    oracle = BlockPerturbed(random_table(2), 0.5, jax.random.PRNGKey(5))
+    process = AnyOrderProcess(
+        oracle, N, Q, observed_values=OBSERVED, observed_mask=MASK, order=ORDER
+    )
+    return (process, CONFIGS["paper"], *chunked_draws(process, 5, CONFIGS["paper"]))
+
+
+@pytest.fixture(scope="module")
+def assd_draws():
+    """40 draws of a table with the self-speculative peer (block verification)."""
+    process = AnyOrderProcess(BlockTable(random_table(0).log_probs), N, Q)
+    keys = jax.random.split(jax.random.PRNGKey(3), 40)
+    samples = jax.jit(lambda k: run(process, k, CONFIGS["assd"]))(keys)
+    return process, CONFIGS["assd"], keys, samples, np.asarray(samples.value)
+
+
+#: the draws each sampler's equality check reads: the first 40 draws of the exactness checks'
+#: runs (one compiled program serves both), the self-speculative peer's own 40
+DRAWS_OF = {"autospec": "table_draws", "paper": "infilling_draws", "assd": "assd_draws"}
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
-def test_block_scoring_draws_equal_the_reference(name):
-    process = AnyOrderProcess(BlockTable(random_table(0).log_probs), N, Q)
-    key = jax.random.PRNGKey(3)
-    samples = jax.jit(lambda k: run(process, k, CONFIGS[name]))(jax.random.split(key, 40))
-    values, rounds, queries = reference.sample_many(process, key, 40, CONFIGS[name])
-    np.testing.assert_array_equal(np.asarray(samples.value), values)
-    np.testing.assert_array_equal(np.asarray(samples.rounds), rounds)
-    assert np.all(np.asarray(samples.queries) <= queries)
+def test_block_scoring_draws_equal_the_reference(request, name):
+    """The engine's first 40 draws, key for key, against the reference sampler: a table with
+    root windows and with the self-speculative peer, the inconsistent oracle infilling a fixed
+    order with recursion blocks."""
+    process, config, keys, samples, _ = request.getfixturevalue(DRAWS_OF[name])
+    draws = [reference.sample(process, key, config) for key in keys[:40]]
+    np.testing.assert_array_equal(
+        np.asarray(samples.value)[:40], np.stack([np.asarray(d.value) for d in draws])
+    )
+    np.testing.assert_array_equal(np.asarray(samples.rounds)[:40], [d.rounds for d in draws])
+    assert np.all(np.asarray(samples.queries)[:40] <= [d.queries for d in draws])
 
 
 def test_block_scoring_needs_fewer_evaluations_than_single_steps():
     """Curie-Weiss scores blocks; the same model as a plain function does not."""
-    n = 256
+    n = 64
     keys = jax.random.split(jax.random.PRNGKey(0), 4)
     oracle = CurieWeissOracle(n, beta=1.0)
     block = run(AnyOrderProcess(oracle, n, 2), keys)
@@ -132,24 +180,16 @@ def test_block_scoring_needs_fewer_evaluations_than_single_steps():
 
 
 @pytest.mark.slow
-def test_block_scoring_is_exact_on_a_table():
-    oracle = BlockTable(random_table(1).log_probs)
-    values = engine_values(AnyOrderProcess(oracle, N, Q), 4)
-    assert_gof(encode_configurations(values, Q), np.exp(oracle.log_probs).ravel())
+def test_block_scoring_is_exact_on_a_table(table_draws):
+    process, _, _, _, values = table_draws
+    assert_gof(encode_configurations(values, Q), np.exp(process.oracle.log_probs).ravel())
 
 
 @pytest.mark.slow
-def test_block_scoring_is_exact_for_an_inconsistent_oracle_with_infilling():
-    order = np.array([3, 1, 0, 2])
-    mask = np.array([False, True, False, False])
-    observed = np.array([0, 2, 0, 0])
-    oracle = BlockPerturbed(random_table(2), 0.5, jax.random.PRNGKey(5))
-    process = AnyOrderProcess(
-        oracle, N, Q, observed_values=observed, observed_mask=mask, order=order
-    )
-    values = engine_values(process, 5, CONFIGS["paper"])
+def test_block_scoring_is_exact_for_an_inconsistent_oracle_with_infilling(infilling_draws):
+    process, _, _, _, values = infilling_draws
     assert (values[:, 1] == 2).all()
-    expected = np.exp(oracle.sequential_log_probs(order, observed, mask)).ravel()
+    expected = np.exp(process.oracle.sequential_log_probs(ORDER, OBSERVED, MASK)).ravel()
     assert_gof(encode_configurations(values, Q), expected)
 
 
