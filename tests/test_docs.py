@@ -1,10 +1,10 @@
 """The code of the documentation site runs as written.
 
 * Every code block fenced as ``python`` in a page of ``docs/`` runs, in order, in one namespace
-  per page (``docs/numpyro.md`` is run by ``tests/numpyro/test_arviz.py``, together with the
-  checks of its first block's run).  Blocks fenced as ``py`` are illustrations that are not
-  run; the page says why next to each.  Blocks fenced as ``bash``/``text`` are commands and
-  pseudo-code.
+  per page, all pages in one fresh Python process (``docs/numpyro.md`` is run by
+  ``tests/numpyro/test_arviz.py``, together with the checks of its first block's run).  Blocks
+  fenced as ``py`` are illustrations that are not run; the page says why next to each.  Blocks
+  fenced as ``bash``/``text`` are commands and pseudo-code.
 * The docstring examples that the API reference renders run in ``tests/test_api_reference.py``.
 * The docs' own Griffe extension (``docs/griffe_rest.py``) turns reST markup into Markdown.
 """
@@ -57,30 +57,54 @@ def test_pages_with_python_blocks_are_run():
 
 
 _RUNNER = """
-import json, sys
-page, blocks = json.loads(sys.stdin.read())
-namespace = {"__name__": "docs_" + page.replace("/", "_").removesuffix(".md")}
-for index, block in enumerate(blocks):
-    exec(compile(block, f"docs/{page}, python block {index}", "exec"), namespace)
+import json, sys, traceback
+pages, results_path = json.loads(sys.stdin.read())
+failures = {}
+for page, blocks in pages:
+    namespace = {"__name__": "docs_" + page.replace("/", "_").removesuffix(".md")}
+    try:
+        for index, block in enumerate(blocks):
+            exec(compile(block, f"docs/{page}, python block {index}", "exec"), namespace)
+    except BaseException:
+        failures[page] = traceback.format_exc()
+    else:
+        failures[page] = None
+with open(results_path, "w") as file:
+    json.dump(failures, file)
 """
 
 
-@pytest.mark.parametrize("page", PAGES_WITH_CODE)
-def test_python_blocks_run(page):
-    """The blocks of a page run in order in one namespace, in a fresh Python process (as a
-    reader runs them, with the suite's strict JAX settings): a page's result does not depend on
-    the tests that ran before it in the same worker."""
+@pytest.fixture(scope="module")
+def page_failures(tmp_path_factory):
+    """Every page's blocks run in order in one namespace per page, all pages in one fresh
+    Python process (as a reader runs them, with the suite's strict JAX settings): a page's
+    result does not depend on the tests that ran before it in the same worker, and JAX is
+    imported once for all pages (a few seconds each).  Maps each page to its traceback, or to
+    ``None`` when its blocks ran."""
+    results_path = tmp_path_factory.mktemp("docs") / "failures.json"
     environment = dict(os.environ, JAX_PLATFORMS="cpu", JAX_NUMPY_RANK_PROMOTION="raise")
+    pages = [[page, python_blocks(read(page))] for page in PAGES_WITH_CODE]
     completed = subprocess.run(
         [sys.executable, "-c", _RUNNER],
-        input=json.dumps([page, python_blocks(read(page))]),
+        input=json.dumps([pages, str(results_path)]),
         capture_output=True,
         text=True,
         cwd=os.path.dirname(DOCS),
         env=environment,
         check=False,
     )
-    assert completed.returncode == 0, f"docs/{page} failed:\n{completed.stderr[-3000:]}"
+    if completed.returncode != 0 or not results_path.exists():
+        crash = f"the pages' process failed:\n{completed.stderr[-3000:]}"
+        return dict.fromkeys(PAGES_WITH_CODE, crash)
+    with open(results_path) as file:
+        return json.load(file)
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_CODE)
+def test_python_blocks_run(page, page_failures):
+    """The blocks of a page run in order in one namespace (see ``page_failures``)."""
+    failure = page_failures[page]
+    assert failure is None, f"docs/{page} failed:\n{failure[-3000:]}"
 
 
 @pytest.fixture(scope="module")
