@@ -95,7 +95,7 @@ FILE_SECONDS = {
     "tests/learned/test_transformer_training.py": 72,
     "tests/oracles/test_ising_chain.py": 66,
     "tests/processes/test_diffusion.py": 63,
-        "tests/learned/test_transformer_kv_cache.py": 51,
+    "tests/learned/test_transformer_kv_cache.py": 51,
     "tests/test_script_help.py": 43,
     "tests/numpyro/test_distributions.py": 42,
     "tests/test_example_diffusion.py": 37,
