@@ -88,7 +88,9 @@ class _Result(NamedTuple):
 
 class _Jitted:
     """The process methods, jitted once per process and root policy, and the pseudo-code's
-    lines as compiled programs (one dispatch each; block lengths are static).
+    lines as compiled programs (one dispatch each).  A recursion block's length is static (the
+    halvings of the recursion block: a few lengths); a root window's is data, so windows of
+    every length share one program.
 
     Answers hold ``policy.answer_rows`` rows (a speculation query serves every block up to
     that size); single-step queries (leaves, scoring steps, the final query) hold one; with
@@ -180,7 +182,9 @@ class _Jitted:
                 answer_next = process.query(x_spec, c + m, rows) if lookahead else None
                 return x_new, verdict.kept, answer_next
 
-            self.window = jax.jit(window, static_argnums=(3, 5, 6, 7))
+            # the window's length is data (one program for every length; its buffers have the
+            # policy's ``size`` rows whatever the length)
+            self.window = jax.jit(window, static_argnums=(5, 6, 7))
 
 
 @functools.lru_cache(maxsize=32)
