@@ -6,6 +6,7 @@ check is that no reST markup reaches the terminal, that the description is a who
 """
 
 import glob
+import json
 import os
 import re
 import subprocess
@@ -30,19 +31,53 @@ def test_every_runnable_script_is_checked():
     assert "benchmarks/targets.py" not in SCRIPTS  # a module of targets, not a script
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_help_is_plain_text_with_defaults(script):
+_RUNNER = """
+import contextlib, io, json, os, runpy, sys
+scripts, results_path = json.loads(sys.stdin.read())
+results = {}
+for script in scripts:
+    stdout, stderr = io.StringIO(), io.StringIO()
+    sys.argv, sys.path[0] = [script, "--help"], os.path.dirname(os.path.abspath(script))
+    code = 0
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as exit:
+            code = exit.code or 0
+        except BaseException as error:
+            code = 1
+            stderr.write(repr(error))
+    results[script] = [code, stdout.getvalue(), stderr.getvalue()]
+with open(results_path, "w") as file:
+    json.dump(results, file)
+"""
+
+
+@pytest.fixture(scope="module")
+def helps(tmp_path_factory) -> dict[str, list]:
+    """``script -> [exit code, stdout, stderr]`` of ``script --help``, every script run in turn
+    as ``__main__`` in one fresh Python process (as ``python script --help`` runs it, its own
+    folder first on ``sys.path``), so JAX and the scripts' imports load once for all of them."""
+    results_path = tmp_path_factory.mktemp("help") / "helps.json"
     completed = subprocess.run(
-        [sys.executable, script, "--help"],
+        [sys.executable, "-c", _RUNNER],
+        input=json.dumps([SCRIPTS, str(results_path)]),
         capture_output=True,
         text=True,
         cwd=ROOT,
         env=dict(os.environ, JAX_PLATFORMS="cpu"),
         check=False,
-        timeout=300,
+        timeout=600,
     )
-    assert completed.returncode == 0, completed.stderr[-2000:]
-    text = completed.stdout
+    assert completed.returncode == 0 and results_path.exists(), completed.stderr[-3000:]
+    with open(results_path) as file:
+        return json.load(file)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_is_plain_text_with_defaults(script, helps):
+    code, text, stderr = helps[script]
+    assert code == 0, stderr[-2000:]
     assert not RAW_MARKUP.search(text), f"{script}: reST markup in --help:\n{text}"
     description = " ".join(text.split("\n\n")[1].split())
     assert description.endswith((".", ")")), f"{script}: description cut short: {description!r}"
