@@ -34,16 +34,19 @@ from numpyro_autospec.script_help import script_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from seconds import CASES, make_process  # noqa: E402  (benchmarks/ on the path first)
+from rounds import sampler_config  # noqa: E402  (benchmarks/ on the path first)
+from seconds import CASES, make_process  # noqa: E402
 
 
-def pool_cost(process, keys: np.ndarray, per_call: int, num_slots: int) -> dict:
+def pool_cost(
+    process, config: SamplerConfig, keys: np.ndarray, per_call: int, num_slots: int
+) -> dict:
     """Draw ``keys`` in calls of ``per_call`` keys with ``num_slots`` slots (0: the default
     pool); the first call's seconds, then the seconds per draw of all calls once compiled."""
     from numpyro_autospec.engine import Capacity, run
 
     capacity = Capacity() if num_slots == 0 else Capacity(num_slots=num_slots)
-    sample = jax.jit(lambda k: run(process, k, SamplerConfig(), capacity))
+    sample = jax.jit(lambda k: run(process, k, config, capacity))
     start = time.perf_counter()
     jax.block_until_ready(sample(keys[:per_call]))
     first = time.perf_counter() - start
@@ -61,19 +64,21 @@ def pool_cost(process, keys: np.ndarray, per_call: int, num_slots: int) -> dict:
 
 def main(args: argparse.Namespace) -> None:
     process = make_process(args.case)
+    config = sampler_config(args.config, process.num_steps)
     keys = np.asarray(jax.random.split(jax.random.PRNGKey(args.seed), args.draws))
     rows, reference = [], None
     for per_call in args.draws_per_call:
         if args.draws % per_call:
             raise SystemExit(f"--draws {args.draws} is not a multiple of {per_call}")
         for num_slots in args.num_slots:
-            result = pool_cost(process, keys, per_call, num_slots)
+            result = pool_cost(process, config, keys, per_call, num_slots)
             counts = {name: result[name] for name in ("value", "conditionals")}
             if reference is None:
                 reference = counts
             same = all(np.array_equal(counts[name], reference[name]) for name in counts)
             row = {
                 "case": args.case,
+                "config": args.config,
                 "draws": args.draws,
                 "draws_per_call": per_call,
                 "num_slots": num_slots or "default",
@@ -99,7 +104,8 @@ def main(args: argparse.Namespace) -> None:
             f"| {r['mean_conditionals']:.0f} | {r['same_draws']} |"
         )
     os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, f"pool_cost_{args.case}.csv")
+    suffix = "" if args.config == "autospec:" else "_" + args.config.strip(":").replace(":", "_")
+    path = os.path.join(args.out, f"pool_cost_{args.case}{suffix}.csv")
     with open(path, "w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -110,6 +116,12 @@ def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = script_parser(__doc__)
     parser.add_argument("--case", default="cw-4096", choices=CASES, help="a seconds.py case")
+    parser.add_argument(
+        "--config",
+        default="autospec:",
+        help="engine config in benchmarks/rounds.py's notation: 'autospec:' (the default), "
+        "'paper:' (recursion blocks only, no root windows)",
+    )
     parser.add_argument("--draws", type=int, default=64, help="draws per configuration")
     parser.add_argument(
         "--draws-per-call", type=int, nargs="+", default=[1, 4, 16], help="draws sharing a pool"

@@ -96,7 +96,6 @@ FILE_SECONDS = {
     "tests/numpyro/test_compilation.py": 49,
     "tests/processes/test_diffusion.py": 47,
     "tests/learned/test_transformer_kv_cache.py": 39,
-    "tests/test_script_help.py": 38,
     "tests/numpyro/test_distributions.py": 37,
     "tests/learned/test_transformer.py": 34,
     "tests/learned/test_oracle.py": 31,
