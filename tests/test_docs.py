@@ -11,14 +11,12 @@
 
 import importlib
 import importlib.util
-import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
+from tests.fresh_process import run_fresh
 from tests.numpyro.test_arviz import python_blocks
 
 DOCS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "docs")
@@ -84,20 +82,13 @@ def page_failures(tmp_path_factory):
     results_path = tmp_path_factory.mktemp("docs") / "failures.json"
     environment = dict(os.environ, JAX_PLATFORMS="cpu", JAX_NUMPY_RANK_PROMOTION="raise")
     pages = [[page, python_blocks(read(page))] for page in PAGES_WITH_CODE]
-    completed = subprocess.run(
-        [sys.executable, "-c", _RUNNER],
-        input=json.dumps([pages, str(results_path)]),
-        capture_output=True,
-        text=True,
-        cwd=os.path.dirname(DOCS),
-        env=environment,
-        check=False,
+    completed, failures = run_fresh(
+        _RUNNER, pages, results_path, os.path.dirname(DOCS), environment
     )
-    if completed.returncode != 0 or not results_path.exists():
+    if failures is None:
         crash = f"the pages' process failed:\n{completed.stderr[-3000:]}"
         return dict.fromkeys(PAGES_WITH_CODE, crash)
-    with open(results_path) as file:
-        return json.load(file)
+    return failures
 
 
 @pytest.mark.parametrize("page", PAGES_WITH_CODE)

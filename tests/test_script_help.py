@@ -6,15 +6,13 @@ check is that no reST markup reaches the terminal, that the description is a who
 """
 
 import glob
-import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
 from numpyro_autospec.script_help import script_description
+from tests.fresh_process import run_fresh
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = sorted(
@@ -59,19 +57,11 @@ def helps(tmp_path_factory) -> dict[str, list]:
     as ``__main__`` in one fresh Python process (as ``python script --help`` runs it, its own
     folder first on ``sys.path``), so JAX and the scripts' imports load once for all of them."""
     results_path = tmp_path_factory.mktemp("help") / "helps.json"
-    completed = subprocess.run(
-        [sys.executable, "-c", _RUNNER],
-        input=json.dumps([SCRIPTS, str(results_path)]),
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=dict(os.environ, JAX_PLATFORMS="cpu"),
-        check=False,
-        timeout=600,
+    completed, helps = run_fresh(
+        _RUNNER, SCRIPTS, results_path, ROOT, dict(os.environ, JAX_PLATFORMS="cpu"), timeout=600
     )
-    assert completed.returncode == 0 and results_path.exists(), completed.stderr[-3000:]
-    with open(results_path) as file:
-        return json.load(file)
+    assert helps is not None, completed.stderr[-3000:]
+    return helps
 
 
 @pytest.mark.parametrize("script", SCRIPTS)
