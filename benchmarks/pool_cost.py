@@ -57,7 +57,7 @@ def pool_cost(
     seconds = time.perf_counter() - start
     fields = {
         name: np.concatenate([np.asarray(getattr(out, name)) for out in outputs])
-        for name in ("value", "rounds", "queries", "conditionals")
+        for name in ("value", "rounds", "conditionals")
     }
     return {"first_call_seconds": first, "seconds_per_draw": seconds / len(keys), **fields}
 
