@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import re
 
-__all__ = ["script_description", "script_parser"]
+__all__ = ["DefaultsHelpFormatter", "script_description", "script_parser"]
 
 _ROLE = re.compile(r":(?:[a-z]+:)?[a-z]+:`~?([^`<]*?)(?:\s*<[^>]*>)?`")
 _LITERAL = re.compile(r"``([^`]*)``")
@@ -44,10 +44,31 @@ def script_description(docstring: str | None) -> str:
     return _EMPHASIS.sub(r"\1", text)
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """:class:`argparse.ArgumentDefaultsHelpFormatter` without a default for plain switches:
+    ``--no-progress-bar`` (``store_false``) would read "quiet run (default: True)", as if a
+    quiet run were the default.  Options with values and ``--flag/--no-flag`` pairs
+    (:class:`argparse.BooleanOptionalAction`) keep theirs.
+
+    Example
+    -------
+    >>> parser = argparse.ArgumentParser(formatter_class=DefaultsHelpFormatter)
+    >>> _ = parser.add_argument("--no-bar", dest="bar", action="store_false", help="quiet")
+    >>> _ = parser.add_argument("--draws", type=int, default=8, help="draws")
+    >>> text = parser.format_help()
+    >>> "quiet (default" in text, "draws (default: 8)" in text
+    (False, True)
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        switch = action.nargs == 0 and not isinstance(action, argparse.BooleanOptionalAction)
+        return action.help if switch else super()._get_help_string(action)
+
+
 def script_parser(docstring: str | None, **kwargs) -> argparse.ArgumentParser:
     """An :class:`argparse.ArgumentParser` described by :func:`script_description` of
     ``docstring`` whose help shows each option's default
-    (:class:`argparse.ArgumentDefaultsHelpFormatter`); ``kwargs`` go to the parser.
+    (:class:`DefaultsHelpFormatter`); ``kwargs`` go to the parser.
 
     Example
     -------
@@ -56,5 +77,5 @@ def script_parser(docstring: str | None, **kwargs) -> argparse.ArgumentParser:
     >>> "draws (default: 8)" in parser.format_help(), parser.description
     (True, 'Draw n samples.')
     """
-    kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+    kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
     return argparse.ArgumentParser(description=script_description(docstring), **kwargs)

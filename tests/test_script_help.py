@@ -74,6 +74,11 @@ def test_help_is_plain_text_with_defaults(script, helps):
     options_with_values = re.findall(r"^\s+(--[\w-]+) [A-Z_{]", text, flags=re.MULTILINE)
     assert options_with_values, f"{script}: no options with values"
     assert text.count("(default:") >= len(options_with_values), f"{script}: defaults missing"
+    # a plain switch (``--no-progress-bar``) is off unless given: "(default: True)" misleads
+    switch_defaults = re.findall(
+        r"^\s+(--[\w-]+)  .*\(default: (?:True|False)\)", text, re.MULTILINE
+    )
+    assert not switch_defaults, f"{script}: switches with a default: {switch_defaults}"
 
 
 def test_description_strips_markup_and_a_wrong_one_is_caught():
