@@ -28,6 +28,7 @@ from numpyro_autospec.oracles import (
     marginal_conditionals,
 )
 from numpyro_autospec.processes import AnyOrderProcess
+from tests.engine.programs import draws_in_calls
 from tests.gof import assert_gof, chisquare_gof, encode_configurations
 
 N, Q = 4, 3
@@ -106,12 +107,11 @@ def engine_values(process, seed, config=None):
 
 
 def chunked_draws(process, seed, config=None):
-    """``NUM_DRAWS`` draws in three calls of one compiled program: the keys, the samples of the
-    first call (rounds and queries too) and all the values."""
+    """``NUM_DRAWS`` draws in three calls of one compiled program (:func:`draws_in_calls`): the
+    keys, the samples (rounds and queries too) and the values."""
     keys = jax.random.split(jax.random.PRNGKey(seed), NUM_DRAWS)
-    draws = jax.jit(lambda k: run(process, k, config))
-    chunks = [draws(chunk) for chunk in np.split(keys, 3)]
-    return keys, chunks[0], np.concatenate([np.asarray(chunk.value) for chunk in chunks])
+    samples = draws_in_calls(jax.jit(lambda k: run(process, k, config)), keys, NUM_DRAWS // 3)
+    return keys, samples, samples.value
 
 
 #: infilling in a fixed order: site 1 observed (value 2), the others fixed in the order 3, 0, 2

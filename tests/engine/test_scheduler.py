@@ -23,7 +23,7 @@ from numpyro_autospec.oracles import (
     TableOracle,
 )
 from numpyro_autospec.processes import AnyOrderProcess
-from tests.engine.programs import compiled_run
+from tests.engine.programs import compiled_run, draws_in_calls
 from tests.gof import assert_gof, chisquare_gof, encode_configurations, mean_z_test
 
 N, Q = 4, 3
@@ -69,12 +69,12 @@ def engine_draws(process, key, num_draws, config, capacity=None, chunk=CHUNK, sh
 
 
 def draws_of_keys(process, keys, config, capacity=None, chunk=CHUNK, share=True):
-    """One draw per key, in calls of ``chunk`` keys each, the last call padded with copies
-    of the first key (a draw depends on its key alone), so that every call of one shape,
-    config and capacity runs one compiled program whatever the number of keys: the 60-draw
-    comparisons with the reference share the goodness-of-fit runs' compilations.  A process
-    without observed sites or a fixed order runs through :func:`compiled_run` (``share=False``:
-    a compilation of its own, for a monkeypatched engine), any other once per call."""
+    """One draw per key, in calls of ``chunk`` keys each (:func:`draws_in_calls`), so that
+    every call of one shape, config and capacity runs one compiled program whatever the
+    number of keys: the 60-draw comparisons with the reference share the goodness-of-fit
+    runs' compilations.  A process without observed sites or a fixed order runs through
+    :func:`compiled_run` (``share=False``: a compilation of its own, for a monkeypatched
+    engine), any other through a compilation of its own."""
     if share and process.num_observed == 0 and process.order is None:
         compiled = compiled_run(process.num_positions, process.num_categories, config, capacity)
 
@@ -83,13 +83,8 @@ def draws_of_keys(process, keys, config, capacity=None, chunk=CHUNK, share=True)
 
     else:
         fn = jax.jit(lambda keys: run(process, keys, config, capacity))
-    num_draws = len(keys)
-    keys = np.concatenate([keys, np.repeat(keys[:1], -num_draws % chunk, axis=0)])
-    outs = [fn(keys[i : i + chunk]) for i in range(0, len(keys), chunk)]
-    value = np.concatenate([np.asarray(o.value) for o in outs])[:num_draws]
-    rounds = np.concatenate([np.asarray(o.rounds) for o in outs])[:num_draws]
-    queries = np.concatenate([np.asarray(o.queries) for o in outs])[:num_draws]
-    return value, rounds, queries
+    samples = draws_in_calls(fn, keys, chunk)
+    return samples.value, samples.rounds, samples.queries
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
