@@ -104,11 +104,10 @@ def file_of(test: str | None) -> str:
 
 def report(directory: str, top: int) -> list[str]:
     """The report's lines, from the logs and the JUnit XML in ``directory``."""
-    records = [
-        json.loads(line)
-        for path in sorted(glob.glob(os.path.join(directory, "compiles_*.jsonl")))
-        for line in open(path)
-    ]
+    records = []
+    for path in sorted(glob.glob(os.path.join(directory, "compiles_*.jsonl"))):
+        with open(path) as log:
+            records += [json.loads(line) for line in log]
     junit = os.path.join(directory, "junit.xml")
     file_seconds: collections.Counter = collections.Counter()
     if os.path.exists(junit):
