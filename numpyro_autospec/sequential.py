@@ -25,6 +25,7 @@ from jax import Array
 
 from numpyro_autospec import errors
 from numpyro_autospec.engine import Samples
+from numpyro_autospec.engine.keys import engine_keys
 from numpyro_autospec.engine.scheduler import report_failure
 from numpyro_autospec.engine.state import nonfinite_defect
 
@@ -112,11 +113,10 @@ def sequential_run(process, keys: Array, *, validate: bool = True) -> Samples:
     >>> samples.value.shape, samples.rounds.tolist()
     ((3, 8), [8, 8, 8])
     """
-    keys = jnp.asarray(keys)
-    if jax.dtypes.issubdtype(keys.dtype, jax.dtypes.prng_key):
-        keys = jax.random.key_data(keys)
-    if keys.ndim != 2:
-        raise ValueError(f"keys must be a batch of PRNG keys of shape [D, 2], got {keys.shape}")
+    # the engine's keys: the same bits, the hash compiled as straight-line code
+    key_data, keys = engine_keys(keys)
+    if key_data.ndim != 2:
+        raise ValueError(f"keys must be a batch of PRNG keys of shape [D, 2], got {key_data.shape}")
     if not validate:
         value, rounds, queries = jax.vmap(lambda key: sequential_draw(process, key))(keys)
         return Samples(value, rounds, queries)

@@ -32,6 +32,7 @@ from jax import Array
 
 from numpyro_autospec import errors
 from numpyro_autospec.config import SamplerConfig
+from numpyro_autospec.engine.keys import engine_keys
 from numpyro_autospec.engine.plan import RECURSION_ROOT_SLOTS, Capacity, Plan, plan
 from numpyro_autospec.engine.pool import Status, gather, scatter
 from numpyro_autospec.engine.rounds import query_round
@@ -248,11 +249,9 @@ def run(
     """
     config = config or SamplerConfig()
     capacity = capacity or Capacity()
-    keys = jnp.asarray(keys)
-    if jax.dtypes.issubdtype(keys.dtype, jax.dtypes.prng_key):
-        keys = jax.random.key_data(keys)
-    if keys.ndim != 2:
-        raise ValueError(f"keys must be a batch of PRNG keys of shape [D, 2], got {keys.shape}")
+    key_data, keys = engine_keys(keys)
+    if key_data.ndim != 2:
+        raise ValueError(f"keys must be a batch of PRNG keys of shape [D, 2], got {key_data.shape}")
     context = make_context(
         process, plan(process, config, capacity, keys.shape[0], keys[0]), keys, validate
     )

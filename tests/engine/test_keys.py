@@ -1,0 +1,106 @@
+"""The engine's keys (:mod:`numpyro_autospec.engine.keys`) give JAX's threefry bits.
+
+The engine draws with typed keys of ``STRAIGHT_THREEFRY`` (the threefry hash as straight-line
+``jax.numpy`` code); the reference sampler draws with the keys as given.  Every random value
+the package makes (key splits, ``fold_in``, uniform, Gumbel, categorical, permutation...) must
+be the same bits under both, or the engine's draws would no longer be the reference's key for
+key (``tests/engine/test_scheduler.py`` checks those too).  The hash itself is compared with
+JAX's, and a hash with one rotation wrong fails that comparison.  Keys that the straight hash
+would not reproduce (another implementation, the non-partitionable threefry) are used as
+given.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.extend.random import threefry_2x32
+
+from numpyro_autospec.engine import keys as engine_keys_module
+from numpyro_autospec.engine.keys import STRAIGHT_THREEFRY, engine_keys
+
+RAW = jax.random.split(jax.random.PRNGKey(42), 5)
+
+#: every kind of random value the package's samplers make, and the shapes that JAX splits
+#: into counters differently (scalar, odd sizes, two axes)
+DRAWS = {
+    "split": lambda key: jax.random.split(key),
+    "split into 3": lambda key: jax.random.split(key, 3),
+    "split into (2, 3)": lambda key: jax.random.split(key, (2, 3)),
+    "fold_in": lambda key: jax.random.fold_in(key, 7),
+    "uniform scalar": lambda key: jax.random.uniform(key),
+    "uniform (3, 5)": lambda key: jax.random.uniform(key, (3, 5)),
+    "normal": lambda key: jax.random.normal(key, (5,)),
+    "gumbel": lambda key: jax.random.gumbel(key, (3,)),
+    "categorical": lambda key: jax.random.categorical(
+        key, jnp.log(jnp.array([0.2, 0.3, 0.5])), shape=(7,)
+    ),
+    "bernoulli": lambda key: jax.random.bernoulli(key, 0.3, (7,)),
+    "randint": lambda key: jax.random.randint(key, (5,), 0, 100),
+    "permutation": lambda key: jax.random.permutation(key, 9),
+    "choice without replacement": lambda key: jax.random.choice(key, 10, (3,), replace=False),
+    "8-bit": lambda key: jax.random.bits(key, (5,), jnp.uint8),
+    "16-bit": lambda key: jax.random.bits(key, (5,), jnp.uint16),
+    "32-bit": lambda key: jax.random.bits(key, (5,)),
+}
+
+
+def as_bits(values) -> np.ndarray:
+    if jax.dtypes.issubdtype(values.dtype, jax.dtypes.prng_key):
+        values = jax.random.key_data(values)
+    return np.asarray(values)
+
+
+def draws_agree(draw) -> bool:
+    """The draw under jit and vmap, from the raw keys and from the engine's keys."""
+    _, typed = engine_keys(RAW)
+    program = jax.jit(jax.vmap(draw))
+    return np.array_equal(as_bits(program(RAW)), as_bits(program(typed)))
+
+
+def test_engine_keys_are_typed_keys_of_the_straight_hash():
+    data, typed = engine_keys(RAW)
+    assert jax.random.key_impl(typed) == STRAIGHT_THREEFRY
+    np.testing.assert_array_equal(data, RAW)
+    np.testing.assert_array_equal(jax.random.key_data(typed), RAW)
+
+
+@pytest.mark.parametrize("name", sorted(DRAWS))
+def test_every_draw_gives_the_bits_of_jax_threefry(name):
+    assert draws_agree(DRAWS[name])
+
+
+def hash_agrees() -> bool:
+    """``threefry2x32`` (run eagerly: no compiled program is reused) against JAX's hash."""
+    counts = jnp.arange(8, dtype=jnp.uint32)
+    for key in RAW:
+        ours = jnp.concatenate(
+            engine_keys_module.threefry2x32(key[0], key[1], counts[:4], counts[4:])
+        )
+        if not np.array_equal(np.asarray(ours), np.asarray(threefry_2x32(key, counts))):
+            return False
+    return True
+
+
+def test_the_hash_is_jax_threefry():
+    assert hash_agrees()
+
+
+def test_a_wrong_rotation_is_caught(monkeypatch):
+    monkeypatch.setattr(engine_keys_module, "_ROTATIONS", ((13, 15, 26, 6), (17, 29, 16, 23)))
+    assert not hash_agrees()
+
+
+def test_typed_threefry_keys_are_converted_too():
+    data, typed = engine_keys(jax.random.split(jax.random.key(42), 5))
+    np.testing.assert_array_equal(data, RAW)
+    assert jax.random.key_impl(typed) == STRAIGHT_THREEFRY
+
+
+def test_other_keys_are_used_as_given():
+    rbg = jax.random.split(jax.random.key(0, impl="rbg"), 3)
+    data, used = engine_keys(rbg)
+    assert data.shape == (3, 4) and used is data
+    with jax.threefry_partitionable(False):
+        data, used = engine_keys(RAW)
+    assert used is data
