@@ -114,9 +114,7 @@ def sequential_run(process, keys: Array, *, validate: bool = True) -> Samples:
     ((3, 8), [8, 8, 8])
     """
     # the engine's keys: the same bits, the hash compiled as straight-line code
-    key_data, keys = engine_keys(keys)
-    if key_data.ndim != 2:
-        raise ValueError(f"keys must be a batch of PRNG keys of shape [D, 2], got {key_data.shape}")
+    keys = engine_keys(keys)
     if not validate:
         value, rounds, queries = jax.vmap(lambda key: sequential_draw(process, key))(keys)
         return Samples(value, rounds, queries)

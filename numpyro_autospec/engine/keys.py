@@ -104,17 +104,19 @@ STRAIGHT_THREEFRY = define_prng_impl(
 )
 
 
-def engine_keys(keys) -> tuple[Array, Array]:
-    """``(key_data, engine_keys)`` of a run's keys: their raw ``uint32`` data (for the shape
-    checks), and the keys the engine draws with, typed keys of :data:`STRAIGHT_THREEFRY` when
-    they are JAX's threefry keys (raw keys under the default implementation, or typed
-    ``threefry2x32`` keys) and JAX's threefry is partitionable (its default), so that they
-    give the same bits; else the raw data as given.
+def engine_keys(keys) -> Array:
+    """The keys a run draws with, from a batch of PRNG keys (raw ``uint32[D, 2]`` or typed
+    ``[D]``): typed keys of :data:`STRAIGHT_THREEFRY` when they are JAX's threefry keys (raw
+    keys under the default implementation, or typed ``threefry2x32`` keys) and JAX's threefry
+    is partitionable (its default), so that they give the same bits; else their raw data as
+    given.
+
+    :raises ValueError: the keys are not a batch (their raw data is not two-dimensional).
 
     >>> import jax
-    >>> key_data, keys = engine_keys(jax.random.split(jax.random.PRNGKey(0), 3))
-    >>> key_data.shape, keys.shape, jax.random.key_impl(keys) == STRAIGHT_THREEFRY
-    ((3, 2), (3,), True)
+    >>> keys = engine_keys(jax.random.split(jax.random.PRNGKey(0), 3))
+    >>> keys.shape, jax.random.key_impl(keys) == STRAIGHT_THREEFRY
+    ((3,), True)
     """
     keys = jnp.asarray(keys)
     if jax.dtypes.issubdtype(keys.dtype, jax.dtypes.prng_key):
@@ -122,6 +124,8 @@ def engine_keys(keys) -> tuple[Array, Array]:
         keys = jax.random.key_data(keys)
     else:
         threefry = jax.config.jax_default_prng_impl == "threefry2x32"
-    if not (threefry and jax.config.jax_threefry_partitionable and keys.shape[-1:] == (2,)):
-        return keys, keys
-    return keys, jax.random.wrap_key_data(keys, impl=STRAIGHT_THREEFRY)
+    if keys.ndim != 2:
+        raise ValueError(f"keys must be a batch of PRNG keys of shape [D, 2], got {keys.shape}")
+    if not (threefry and jax.config.jax_threefry_partitionable and keys.shape[-1] == 2):
+        return keys
+    return jax.random.wrap_key_data(keys, impl=STRAIGHT_THREEFRY)

@@ -249,9 +249,7 @@ def run(
     """
     config = config or SamplerConfig()
     capacity = capacity or Capacity()
-    key_data, keys = engine_keys(keys)
-    if key_data.ndim != 2:
-        raise ValueError(f"keys must be a batch of PRNG keys of shape [D, 2], got {key_data.shape}")
+    keys = engine_keys(keys)
     context = make_context(
         process, plan(process, config, capacity, keys.shape[0], keys[0]), keys, validate
     )
