@@ -264,6 +264,7 @@ def main(args: argparse.Namespace) -> dict:
     for (part, function), size in functions.most_common(args.top):
         print(f"{part:<18}{function:<62}{size:>13}")
 
+    os.makedirs(args.out, exist_ok=True)
     ir = None
     if dump is not None:
         ir_parts, ir_origins, ir_total = llvm_ir(compiled.as_text(), dump)
@@ -276,7 +277,6 @@ def main(args: argparse.Namespace) -> dict:
         print(f"\n{'origin':<62}{'LLVM IR KiB':>12}{'share':>8}")
         for origin, size in ir_origins.most_common(args.top):
             print(f"{origin:<62}{size / 1024:>12.0f}{size / ir_total:>8.1%}")
-        os.makedirs(args.out, exist_ok=True)
         ir_path = os.path.join(args.out, f"compile_profile_{args.case}x{args.draws}_llvm_ir.csv")
         with open(ir_path, "w", newline="") as handle:
             writer = csv.writer(handle)
@@ -284,7 +284,6 @@ def main(args: argparse.Namespace) -> dict:
             writer.writerows(ir_origins.most_common())
         print(f"\nCSV saved to {ir_path}")
 
-    os.makedirs(args.out, exist_ok=True)
     suffix = "" if args.validate else "_no-validate"
     path = os.path.join(args.out, f"compile_profile_{args.case}x{args.draws}{suffix}.csv")
     with open(path, "w", newline="") as handle:
