@@ -35,6 +35,7 @@ import numpy as np
 from jax import Array
 
 from numpyro_autospec.engine import Samples
+from numpyro_autospec.engine.keys import engine_keys
 from numpyro_autospec.processes.any_order import AnyOrderProcess
 
 __all__ = ["ORDERS", "cosine_schedule", "maskgit_draw", "maskgit_run", "uniform_schedule"]
@@ -194,10 +195,6 @@ def maskgit_run(
     >>> samples.value.shape, samples.rounds.tolist(), samples.queries.tolist()
     ((3, 64), [8, 8, 8], [8, 8, 8])
     """
-    keys = jnp.asarray(keys)
-    if jax.dtypes.issubdtype(keys.dtype, jax.dtypes.prng_key):
-        keys = jax.random.key_data(keys)
-    if keys.ndim != 2:
-        raise ValueError(f"keys must be a batch of PRNG keys of shape [D, 2], got {keys.shape}")
+    keys = engine_keys(keys)
     value, rounds, queries = jax.vmap(lambda key: maskgit_draw(process, key, schedule, order))(keys)
     return Samples(value, rounds, queries, queries * process.num_positions)

@@ -46,6 +46,7 @@ import numpy as np
 from jax import Array
 
 from numpyro_autospec.engine import Samples
+from numpyro_autospec.engine.keys import engine_keys
 from numpyro_autospec.processes.diffusion import DiffusionProcess
 
 __all__ = ["picard_draw", "picard_run"]
@@ -173,11 +174,7 @@ def picard_run(
     >>> bool(jnp.allclose(exact.value, euler.value, atol=1e-4)), bool(jnp.all(exact.rounds < 65))
     (True, True)
     """
-    keys = jnp.asarray(keys)
-    if jax.dtypes.issubdtype(keys.dtype, jax.dtypes.prng_key):
-        keys = jax.random.key_data(keys)
-    if keys.ndim != 2:
-        raise ValueError(f"keys must be a batch of PRNG keys of shape [D, 2], got {keys.shape}")
+    keys = engine_keys(keys)
     value, rounds, queries = jax.vmap(
         lambda key: picard_draw(process, key, window_size, tolerance)
     )(keys)

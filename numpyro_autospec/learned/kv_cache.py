@@ -37,6 +37,7 @@ from jax import Array
 
 from numpyro_autospec.defects import OracleError
 from numpyro_autospec.engine import Samples
+from numpyro_autospec.engine.keys import engine_keys
 from numpyro_autospec.learned.attention import content_mask, content_offsets, query_offsets
 from numpyro_autospec.learned.transformer import TransformerOracle
 from numpyro_autospec.processes.any_order import AnyOrderProcess
@@ -197,10 +198,6 @@ def kv_cached_sequential_run(process: AnyOrderProcess, keys: Array) -> Samples:
     (True, [7, 7, 7, 7])
     """
     _check_process(process)
-    keys = jnp.asarray(keys)
-    if jax.dtypes.issubdtype(keys.dtype, jax.dtypes.prng_key):
-        keys = jax.random.key_data(keys)
-    if keys.ndim != 2:
-        raise ValueError(f"keys must be a batch of PRNG keys of shape [D, 2], got {keys.shape}")
+    keys = engine_keys(keys)
     value, rounds, queries = jax.vmap(lambda key: kv_cached_sequential_draw(process, key))(keys)
     return Samples(value, rounds, queries)
