@@ -20,16 +20,7 @@ from numpyro_autospec.engine.sharding import check_mesh
 from numpyro_autospec.processes.base import has_discrete_steps
 from numpyro_autospec.rejection import batch_size
 
-__all__ = [
-    "DRAW_LANES",
-    "RECURSION_ROOT_SLOTS",
-    "SPLIT_BATCH_BYTES",
-    "Capacity",
-    "Plan",
-    "plan",
-    "buckets",
-    "with_draw_lanes",
-]
+__all__ = ["RECURSION_ROOT_SLOTS", "SPLIT_BATCH_BYTES", "Capacity", "Plan", "plan", "buckets"]
 
 
 #: smallest default pool when the root is made of recursion blocks.  Measured on stochastic
@@ -44,11 +35,6 @@ RECURSION_ROOT_SLOTS = 512
 #: compile time, while running such a batch at full size costs little
 #: (``benchmarks/compile_time.py``, docs/benchmarks.md).
 SPLIT_BATCH_BYTES = 1 << 18
-
-
-#: lanes of one draw in most rounds: the speculation of its block or window and the lookahead
-#: query after it; or the scoring calls of its recursion blocks (:func:`with_draw_lanes`)
-DRAW_LANES = 2
 
 
 class Capacity(NamedTuple):
@@ -143,26 +129,6 @@ def buckets(
             break
         size = max(smallest, size // factor)
     return tuple(sorted(set(sizes)))
-
-
-def with_draw_lanes(sizes: tuple[int, ...], num_draws: int) -> tuple[int, ...]:
-    """``sizes`` and a bucket of :data:`DRAW_LANES` lanes per draw, when that is at most half
-    the largest size.  A speculation query computes every row of its state and a scoring call
-    a whole block, so a lane costs an oracle evaluation whatever the bytes it moves
-    (:func:`buckets` does not split batches of few bytes): a draw that fills 2 of a pool's 10
-    lanes would pay for 10 evaluations in every round.  One more bucket is one more compiled
-    copy of its round (Curie-Weiss n = 1024: about 1 s more to compile; the Ising chain n =
-    1024: half the seconds per draw, see docs/benchmarks.md).
-
-    >>> with_draw_lanes((10,), 1), with_draw_lanes((6,), 1), with_draw_lanes((2,), 1)
-    ((2, 10), (2, 6), (2,))
-    >>> with_draw_lanes((4, 18), 1), with_draw_lanes((1000,), 500)
-    ((2, 4, 18), (1000,))
-    """
-    lanes = DRAW_LANES * num_draws
-    if 2 * lanes > max(sizes):
-        return sizes
-    return tuple(sorted(set(sizes) | {lanes}))
 
 
 def window_rows(policy: RootPolicy, row_bytes: int) -> tuple[int, ...]:
@@ -356,12 +322,8 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         num_draws=num_draws,
         num_slots=num_slots,
         query_buckets=query_buckets,
-        lane_buckets=with_draw_lanes(
-            buckets(num_slots, 4, nbytes(answer_shape) + nbytes(x_shape)), num_draws
-        ),
-        block_buckets=with_draw_lanes(
-            buckets(num_slots, 4, score_bytes(policy.score_rows(False))), num_draws
-        ),
+        lane_buckets=buckets(num_slots, 4, nbytes(answer_shape) + nbytes(x_shape)),
+        block_buckets=buckets(num_slots, 4, score_bytes(policy.score_rows(False))),
         window_buckets=buckets(window_lanes, 4, score_bytes(policy.score_rows(True))),
         window_rows=window_rows(policy, nbytes(row_shape) + nbytes(x_shape)),
         block_rows=block_rows(policy, nbytes(row_shape) + nbytes(x_shape)),

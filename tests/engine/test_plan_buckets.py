@@ -1,20 +1,12 @@
 """Batch bucket sizes chosen by cost (``engine.plan.buckets``, ``SPLIT_BATCH_BYTES``): a batch
 that moves little is compiled in one size; large batches keep their smaller sizes; processes
-with batched forms keep every single-step size; speculation and recursion-block scoring keep a
-bucket of one draw's lanes (``engine.plan.with_draw_lanes``).  Buckets never change draws
+with batched forms keep every single-step size.  Buckets never change draws
 (``tests/engine/test_scheduler.py::test_capacities_do_not_change_draws``)."""
 
 import jax
 
 from numpyro_autospec.config import SamplerConfig
-from numpyro_autospec.engine.plan import (
-    DRAW_LANES,
-    SPLIT_BATCH_BYTES,
-    Capacity,
-    buckets,
-    plan,
-    with_draw_lanes,
-)
+from numpyro_autospec.engine.plan import SPLIT_BATCH_BYTES, Capacity, buckets, plan
 from numpyro_autospec.oracles import CurieWeissOracle
 from numpyro_autospec.processes import AnyOrderProcess
 
@@ -42,16 +34,3 @@ def test_a_large_problem_keeps_smaller_sizes():
     process = AnyOrderProcess(CurieWeissOracle(4096, beta=1.0), 4096, 2)
     sizes = plan(process, SamplerConfig(), Capacity(), 8, KEY)
     assert len(sizes.lane_buckets) >= 3 and sizes.lane_buckets[-1] == sizes.num_slots
-
-
-def test_one_draw_speculates_and_scores_in_a_bucket_of_its_own_lanes():
-    """A pool of 10 slots moves few bytes per round (one bucket by bytes), but each of its
-    speculation lanes is a whole-state oracle evaluation: one draw's lanes get their own bucket;
-    a pool that one round's draws would half fill does not."""
-    process = AnyOrderProcess(CurieWeissOracle(1024, beta=1.0), 1024, 2)
-    sizes = plan(process, SamplerConfig(), Capacity(), 1, KEY)
-    assert sizes.num_slots >= 4 * DRAW_LANES
-    assert buckets(sizes.num_slots, 4, item_bytes=1024 * 12) == (sizes.num_slots,)
-    assert sizes.lane_buckets == sizes.block_buckets == (DRAW_LANES, sizes.num_slots)
-    assert with_draw_lanes((3,), 1) == (3,)
-    assert with_draw_lanes((4, 250, 1000), 100) == (4, 200, 250, 1000)
