@@ -13,11 +13,14 @@ Cases (each in its own subprocess, so that nothing is compiled before it):
 MCMC runs use NumPyro's defaults (``progress_bar=True``, its output discarded); the restart
 is ``mcmc.post_warmup_state = mcmc.last_state; mcmc.run(mcmc.post_warmup_state.rng_key)``,
 timed with the bar (NumPyro reuses its compiled loop) and without it (NumPyro re-jits its loop
-when ``progress_bar=False``).  The two ``cache`` columns repeat a one-draw run without the
-bar, and its restart, in a fresh process whose JAX persistent compilation cache
-(``jax_compilation_cache_dir``) an identical earlier process filled: the kernel's program has
-no host callback, so JAX keeps it.  ``--split-batch-bytes -1`` splits every query batch down to the
-smallest bucket size (the plan before ``SPLIT_BATCH_BYTES``), for comparison.
+when ``progress_bar=False``).  ``new arguments`` is a second run, with the bar, of a model that
+takes its parameter as an argument (``jit_model_args=True``: Curie-Weiss's ``beta``, the
+diffusion's time grid) with a new value: the model is inspected again, nothing is compiled.
+The two ``cache`` columns repeat a one-draw run without the bar, and its restart, in a fresh
+process whose JAX persistent compilation cache (``jax_compilation_cache_dir``) an identical
+earlier process filled: the kernel's program has no host callback, so JAX keeps it.
+``--split-batch-bytes -1`` splits every query batch down to the smallest bucket size (the plan
+before ``SPLIT_BATCH_BYTES``), for comparison.
 
 XLA compiles a program's kernels on every core the process may run on, so the seconds depend
 on the cores as much as on the program: ``--cores 1 2`` repeats each case with its
@@ -54,6 +57,8 @@ COLUMNS = (
     "XLA compile s",
     "restart s",
     "restart, no bar s",
+    "new arguments s",
+    "new arguments, XLA compile s",
     "new MCMC s",
     "new process, cache s",
     "restart, no bar, cache s",
@@ -81,27 +86,64 @@ class Compilations:
         return total
 
 
-def make_model(case: str):
-    """``(model, distribution)``: a model with one site ``x`` of ``distribution``."""
-    import numpyro
-
+def make_distribution(case: str, parameter=None):
+    """The case's distribution; ``parameter`` (a model argument, or ``None`` for the default)
+    is Curie-Weiss's ``beta`` or the diffusion's time grid."""
     from numpyro_autospec import AnyOrderAR, StochasticLocalization
     from numpyro_autospec.oracles import CurieWeissOracle
 
     family, size = case.split("-")
     n = int(size)
     if family == "cw":
-        distribution = AnyOrderAR(CurieWeissOracle(n, beta=1.0), n, 2)
-    else:
-        from numpyro_autospec.denoisers import digits_point_cloud
-        from numpyro_autospec.processes.diffusion import default_times
+        return AnyOrderAR(CurieWeissOracle(n, beta=1.0 if parameter is None else parameter), n, 2)
+    from numpyro_autospec.denoisers import digits_point_cloud
+    from numpyro_autospec.processes.diffusion import default_times
 
-        distribution = StochasticLocalization(digits_point_cloud(), dim=64, times=default_times(n))
+    times = default_times(n) if parameter is None else parameter
+    return StochasticLocalization(digits_point_cloud(), dim=64, times=times)
+
+
+def make_model(case: str):
+    """``(model, distribution)``: a model with one site ``x`` of ``distribution``."""
+    import numpyro
+
+    distribution = make_distribution(case)
 
     def model():
         numpyro.sample("x", distribution)
 
     return model, distribution
+
+
+def new_arguments_seconds(case: str, compilations) -> tuple[float, float]:
+    """A one-draw ``MCMC(..., jit_model_args=True)`` whose model takes its parameter (``beta``,
+    the time grid) as an argument: after a first run, the seconds of a run with a new value
+    and the XLA compile seconds during it (none: the arguments are data)."""
+    import jax
+    import numpy as np
+    import numpyro
+    from numpyro.infer import MCMC
+
+    from numpyro_autospec import AutospecKernel
+    from numpyro_autospec.processes.diffusion import default_times
+
+    def model(parameter):
+        numpyro.sample("x", make_distribution(case, parameter))
+
+    if case.startswith("cw"):
+        first, second = np.float32(1.0), np.float32(0.8)
+    else:
+        n = int(case.split("-")[1])
+        first, second = (np.asarray(default_times(n, end), np.float32) for end in (200.0, 100.0))
+    mcmc = MCMC(AutospecKernel(model), num_warmup=0, num_samples=1, jit_model_args=True)
+    with contextlib.redirect_stderr(io.StringIO()):
+        mcmc.run(jax.random.PRNGKey(0), first)
+        jax.block_until_ready(mcmc.get_samples())
+        compilations.take()
+        start = time.perf_counter()
+        mcmc.run(jax.random.PRNGKey(1), second)
+        jax.block_until_ready(mcmc.get_samples())
+    return time.perf_counter() - start, compilations.take()
 
 
 def bucket_summary(process, draws: int) -> str:
@@ -149,6 +191,7 @@ def measure_mcmc(case: str) -> dict:
     quiet = fresh(progress_bar=False)
     compilations.take()
     quiet_restart, _ = timed(lambda: restart(quiet))
+    arguments_seconds, arguments_compile = new_arguments_seconds(case, compilations)
     process = distribution.make_process("x")
     return {
         "case": case,
@@ -156,6 +199,8 @@ def measure_mcmc(case: str) -> dict:
         "XLA compile s": compile_seconds,
         "restart s": restart_seconds,
         "restart, no bar s": quiet_restart,
+        "new arguments s": arguments_seconds,
+        "new arguments, XLA compile s": arguments_compile,
         "new MCMC s": new_seconds,
         "buckets": bucket_summary(process, 1),
     }
@@ -209,6 +254,8 @@ def measure_engine(case: str) -> dict:
         "XLA compile s": compiled_at - lowered_at,
         "restart s": float("nan"),
         "restart, no bar s": float("nan"),
+        "new arguments s": float("nan"),
+        "new arguments, XLA compile s": float("nan"),
         "new MCMC s": float("nan"),
         "new process, cache s": float("nan"),
         "restart, no bar, cache s": float("nan"),

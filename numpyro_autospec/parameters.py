@@ -20,6 +20,7 @@ jit_model_args=True)``.  Only shapes are static.  The rules:
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -39,6 +40,7 @@ from numpyro_autospec.defects import OracleError
 __all__ = [
     "concrete_value",
     "is_traced",
+    "jit_over_parameters",
     "real_parameter",
     "register_parameters",
     "staged_constants",
@@ -164,6 +166,73 @@ def concrete_value(value: Any, name: str, *, owner: str) -> np.ndarray:
             "(call it outside jit, or with the parameter's value)"
         )
     return np.asarray(value, np.float64)
+
+
+def jit_over_parameters(function: Callable) -> Callable:
+    """``jax.jit(function)`` for ``function(owner, *arrays)`` whose first argument, an oracle,
+    a denoiser or a network, is taken apart as Equinox's ``filter_jit`` does: its array leaves
+    (the parameters) are traced arguments, its other leaves (functions, numbers, strings) and
+    its structure are static.  One compilation then serves every owner of the same structure
+    and shapes: the probes of ``AutospecKernel.init`` compile once for a model's oracle,
+    whatever its parameter values or the model arguments of a later ``MCMC.run`` (a fresh
+    ``jax.jit`` of a closure over the owner compiled again at every run).  An owner with an
+    unhashable non-array leaf is closed over instead (one compilation per call).  The result's
+    ``eval_shape(owner, *arrays)`` gives the output's shapes, traced once per structure and
+    shapes in the same way.
+
+    >>> import jax.numpy as jnp
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> traces = []
+    >>> def total(oracle, x):
+    ...     traces.append(1)
+    ...     return jnp.sum(oracle(x, jnp.zeros(4, bool)))
+    >>> program = jit_over_parameters(total)
+    >>> x = jnp.zeros(4, jnp.int32)
+    >>> first = program(CurieWeissOracle(4, beta=0.5), x)
+    >>> second = program(CurieWeissOracle(4, beta=1.5), x)  # new values: no new trace
+    >>> len(traces)
+    1
+    """
+
+    def compiled(structure, static_leaves, array_leaves, *args):
+        arrays = iter(array_leaves)
+        leaves = [next(arrays) if leaf is None else leaf for leaf in static_leaves]
+        return function(jax.tree.unflatten(structure, leaves), *args)
+
+    compiled.__name__ = compiled.__qualname__ = function.__name__  # the program's name
+    compiled = jax.jit(compiled, static_argnums=(0, 1))
+
+    def split(owner) -> tuple | None:
+        leaves, structure = jax.tree.flatten(owner)
+        is_array = [isinstance(leaf, jax.Array | np.ndarray) for leaf in leaves]
+        # tree leaves are never None: it marks the places of the array leaves
+        static_leaves = tuple(
+            None if array else leaf for leaf, array in zip(leaves, is_array, strict=True)
+        )
+        try:
+            hash((structure, static_leaves))
+        except TypeError:
+            return None
+        array_leaves = [leaf for leaf, array in zip(leaves, is_array, strict=True) if array]
+        return structure, static_leaves, array_leaves
+
+    @functools.wraps(function)
+    def call(owner, *args):
+        parts = split(owner)
+        if parts is None:
+            return jax.jit(functools.partial(function, owner))(*args)
+        return compiled(*parts, *args)
+
+    def eval_shape(owner, *args):
+        """The output's shapes and dtypes (:func:`jax.eval_shape`), traced once per owner
+        structure and argument shapes."""
+        parts = split(owner)
+        if parts is None:
+            return jax.eval_shape(functools.partial(function, owner), *args)
+        return compiled.eval_shape(*parts, *args)
+
+    call.eval_shape = eval_shape
+    return call
 
 
 def register_parameters(data_fields: tuple[str, ...], static_fields: tuple[str, ...]) -> Callable:

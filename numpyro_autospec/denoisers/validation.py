@@ -33,7 +33,7 @@ from numpyro_autospec.defects import (
     first_line,
     raise_if_defect,
 )
-from numpyro_autospec.parameters import staged_constants
+from numpyro_autospec.parameters import jit_over_parameters, staged_constants
 
 __all__ = [
     "DEFECT_INFINITE",
@@ -259,6 +259,16 @@ def _probe_times(grid: np.ndarray | None) -> np.ndarray:
     return grid[indices]
 
 
+@jit_over_parameters
+def _evaluate_probes(denoiser, times: Array, states: Array) -> Array:
+    """The defect codes of the denoiser's outputs at the probe points: one compiled call
+    (evaluated even inside ``ensure_compile_time_eval``, its body staged), compiled once per
+    denoiser structure and shapes (:func:`~numpyro_autospec.parameters.jit_over_parameters`)."""
+    with staged_constants():
+        outputs = jax.vmap(denoiser)(times, states)
+        return jax.vmap(denoiser_defect)(outputs, times)
+
+
 def validate_denoiser(
     denoiser: Callable[[Array, Array], Array],
     dim: int,
@@ -309,14 +319,8 @@ def validate_denoiser(
         probe_times[:, None] * scale_draws + np.sqrt(probe_times)[:, None] * noise_draws
     ).astype(np.float32)
 
-    def evaluate_probes(times_batch: Array, states_batch: Array) -> Array:
-        # one compiled call, evaluated even inside ensure_compile_time_eval; its body staged
-        with staged_constants():
-            outputs = jax.vmap(denoiser)(times_batch, states_batch)
-            return jax.vmap(denoiser_defect)(outputs, times_batch)
-
     try:
-        codes = jax.jit(evaluate_probes)(probe_times, probe_states)
+        codes = _evaluate_probes(denoiser, probe_times, probe_states)
     except Exception as error:
         raise DenoiserError(
             f"{name} failed under jax.jit(jax.vmap(...)) on a batch of {num_probes} probe "

@@ -25,13 +25,12 @@ import numpy as np
 from jax import Array
 from numpyro.distributions import Distribution, constraints
 
-from numpyro_autospec.defects import raise_if_defect
 from numpyro_autospec.oracles.base import AnyOrderOracle, as_oracle
 from numpyro_autospec.oracles.consistency import check_block_form_signature
 from numpyro_autospec.oracles.validation import (
     check_oracle_signature,
     check_permutation,
-    log_marginals_defect,
+    validate_log_conditionals,
     validate_oracle,
 )
 from numpyro_autospec.processes.any_order import AnyOrderProcess
@@ -313,13 +312,9 @@ class AnyOrderAR(OracleDistribution):
         oracle = as_oracle(self.oracle, self.num_positions, self.num_categories)
         if oracle.depends_on_order:
             # the block form on one probe: every site given its prefix of the identity order
-            n = self.num_positions
-            steps = jnp.arange(n, dtype=jnp.int32)
-            rows = oracle.log_conditionals(jnp.zeros(n, jnp.int32), steps, steps, steps)
-            code, row = log_marginals_defect(rows, jnp.zeros(n, bool))
-            raise_if_defect(
-                code,
-                row,
+            validate_log_conditionals(
+                oracle,
+                self.num_positions,
                 name=f"oracle of site {name!r} ({_oracle_label(self.oracle)}.log_conditionals)",
             )
             return

@@ -11,6 +11,7 @@ arXiv:2511.07869; docs/algorithm.md).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import NamedTuple
@@ -168,11 +169,20 @@ class Placeholders:
     def __call__(self, name, base, key, shape):
         process = base.make_process(name)  # checks the site (errors name it)
         with staged_constants():
-            like = jax.eval_shape(lambda k: sequential_run(process, k[None]).value[0], key)
+            like = jax.eval_shape(functools.partial(output_like, process), key)
         self.sites[name] = (key, base, shape)
         self.num_steps += int(process.num_steps) * math.prod(shape)
         zero = jnp.zeros((), jnp.int32)
         return jnp.zeros(shape + like.shape, like.dtype), zero, zero
+
+
+def output_like(process, key: Array) -> Array:
+    """A draw's output from the initial state (the shape and dtype of every draw): the
+    process's ``init``, its final query if it has one, and ``output``; traced under
+    ``eval_shape``, it traces the oracle at most once (not a whole sequential run)."""
+    x = process.init(key)
+    final = process.query(x, process.num_steps, 1) if process.final_query else None
+    return process.output(x, final)
 
 
 def run_with(model, draw_site, rng_key, model_args, model_kwargs, check=None):

@@ -45,6 +45,7 @@ from numpyro_autospec.oracles.validation import (
     describe_defect,
     log_marginals_defect,
     raise_if_defect,
+    validate_log_conditionals,
     validate_oracle,
 )
 
@@ -78,5 +79,6 @@ __all__ = [
     "perturbed_log_marginals",
     "raise_if_defect",
     "table_log_marginals",
+    "validate_log_conditionals",
     "validate_oracle",
 ]

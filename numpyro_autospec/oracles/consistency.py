@@ -16,9 +16,16 @@ from jax import Array
 
 from numpyro_autospec.oracles.base import AnyOrderOracle, marginal_conditionals
 from numpyro_autospec.oracles.validation import OracleError
-from numpyro_autospec.parameters import staged_constants
+from numpyro_autospec.parameters import jit_over_parameters, staged_constants
 
 __all__ = ["check_block_form", "check_block_form_signature"]
+
+
+@jit_over_parameters
+def _block_form(oracle: AnyOrderOracle, x, ranks, sites, prefix_lengths) -> Array:
+    """``oracle.log_conditionals``, traced once per oracle structure and shapes (its weights
+    are arguments, traced or not: :func:`~numpyro_autospec.parameters.jit_over_parameters`)."""
+    return oracle.log_conditionals(x, ranks, sites, prefix_lengths)
 
 
 def check_block_form_signature(oracle: AnyOrderOracle, *, name: str = "oracle") -> None:
@@ -48,9 +55,8 @@ shape (L, 2) = (2, 2) for L = 2 requested rows, got (2,)
         jax.ShapeDtypeStruct((2,), jnp.int32),
     )
     try:
-        # a fresh function: jit's cache never compares the oracle (whose weights may be traced)
         with staged_constants():
-            output = jax.eval_shape(lambda *args: oracle.log_conditionals(*args), *specs)
+            output = _block_form.eval_shape(oracle, *specs)
     except Exception as error:
         raise OracleError(
             f"{name}: log_conditionals could not be traced on (x: int32[{n}], ranks: "

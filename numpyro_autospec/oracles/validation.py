@@ -41,7 +41,7 @@ from numpyro_autospec.defects import (
     first_line,
     raise_if_defect,
 )
-from numpyro_autospec.parameters import staged_constants
+from numpyro_autospec.parameters import jit_over_parameters, staged_constants
 
 __all__ = [
     "DEFECT_INFINITE",
@@ -58,6 +58,7 @@ __all__ = [
     "describe_defect",
     "log_marginals_defect",
     "raise_if_defect",
+    "validate_log_conditionals",
     "validate_oracle",
 ]
 
@@ -193,6 +194,53 @@ def _probe_inputs(key: Array, n: int, q: int, num_probes: int) -> tuple[np.ndarr
     return values, ranks < sizes[:, None]
 
 
+@jit_over_parameters
+def _probe(oracle, values: Array, masks: Array, atol: Array) -> tuple[Array, OracleDefect]:
+    """The oracle's answers on a batch of probe inputs and their defects: one compiled call
+    (evaluated even inside ``ensure_compile_time_eval``, its body staged), compiled once per
+    oracle structure and shapes (:func:`~numpyro_autospec.parameters.jit_over_parameters`)."""
+    with staged_constants():
+        answers = jax.vmap(oracle)(values, masks)
+        defects = jax.vmap(lambda a, m: log_marginals_defect(a, m, atol=atol))(answers, masks)
+    return answers, defects
+
+
+@jit_over_parameters
+def _order_probe(oracle, steps: Array) -> OracleDefect:
+    """The defect of the block-form rows of every site given its prefix of the identity order
+    (all values 0): one compiled call per oracle structure and shapes."""
+    with staged_constants():
+        rows = oracle.log_conditionals(jnp.zeros_like(steps), steps, steps, steps)
+        return log_marginals_defect(rows, jnp.zeros(steps.shape, bool))
+
+
+def validate_log_conditionals(oracle, num_positions: int, *, name: str = "oracle") -> None:
+    """Eager check of an order-dependent oracle through its block form: the rows of every site
+    given its prefix of the identity order (all values 0) are finite where a value is
+    possible and normalized.
+
+    :param oracle: an :class:`~numpyro_autospec.oracles.AnyOrderOracle` with
+        ``log_conditionals``.
+    :param num_positions: :math:`n`.
+    :param name: how error messages refer to the oracle.
+    :raises OracleError: naming the first defective row.
+
+    >>> from numpyro_autospec.oracles import AnyOrderOracle, CurieWeissOracle
+    >>> validate_log_conditionals(CurieWeissOracle(4, beta=1.0), 4)  # passes: returns None
+    >>> class Halves(AnyOrderOracle):
+    ...     num_positions, num_categories, depends_on_order = 4, 2, True
+    ...     def log_conditionals(self, x, ranks, sites, prefix_lengths):
+    ...         return jnp.full((sites.shape[0], 2), jnp.log(0.4))  # rows sum to 0.8
+    >>> validate_log_conditionals(Halves(), 4, name="Halves")
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.defects.OracleError: Halves returned row 0 that is not normalized; the \
+row of an unpinned site must be log-probabilities with logsumexp 0
+    """
+    code, row = _order_probe(oracle, jnp.arange(int(num_positions), dtype=jnp.int32))
+    raise_if_defect(code, row, name=name)
+
+
 def validate_oracle(
     oracle: Callable[[Array, Array], Array],
     num_positions: int,
@@ -232,15 +280,10 @@ def validate_oracle(
     n, q = int(num_positions), int(num_categories)
     values, masks = _probe_inputs(np.zeros(2, np.uint32) if key is None else key, n, q, num_probes)
 
-    def probe(values: Array, masks: Array) -> tuple[Array, OracleDefect]:
-        # one compiled call, evaluated even inside ensure_compile_time_eval; its body staged
-        with staged_constants():
-            answers = jax.vmap(oracle)(values, masks)
-            defects = jax.vmap(lambda a, m: log_marginals_defect(a, m, atol=atol))(answers, masks)
-        return answers, defects
-
     try:
-        answers, (codes, rows) = jax.jit(probe)(jnp.asarray(values), jnp.asarray(masks))
+        answers, (codes, rows) = _probe(
+            oracle, jnp.asarray(values), jnp.asarray(masks), jnp.float32(atol)
+        )
     except Exception as error:
         raise OracleError(
             f"{name} failed under jax.jit(jax.vmap(...)) on a batch of {num_probes} "

@@ -1,6 +1,7 @@
-"""Compilation seen from NumPyro's ``MCMC``: a second ``run`` and a restart from ``last_state``
-compile nothing, and the progress bar says that the sampler is compiling (and keeps the
-compile time out of its rates), while ``progress_bar=False`` stays quiet.
+"""Compilation seen from NumPyro's ``MCMC``: a second ``run``, a run with new model arguments
+and a restart from ``last_state`` compile nothing, and the progress bar says that the sampler
+is compiling (and keeps the compile time out of its rates), while ``progress_bar=False`` stays
+quiet.
 
 Compilations are counted with JAX's backend-compile event (:mod:`jax.monitoring`), the event
 :mod:`numpyro_autospec.numpyro.progress` listens to.
@@ -9,6 +10,7 @@ Compilations are counted with JAX's backend-compile event (:mod:`jax.monitoring`
 import re
 
 import jax
+import numpy as np
 import numpyro
 import pytest
 from jax import monitoring
@@ -48,16 +50,32 @@ def progress_bar(monkeypatch):
         monkeypatch.delenv(variable, raising=False)
 
 
-def test_a_second_run_and_a_restart_compile_nothing(progress_bar):
-    mcmc = MCMC(AutospecKernel(model), num_warmup=0, num_samples=2)
-    first = compilations(lambda: mcmc.run(jax.random.PRNGKey(0)))
+def infilling_model(beta, window):
+    """Curie-Weiss with ``beta`` a model argument and the window's first half observed."""
+    mask = np.arange(8) < 4
+    oracle = CurieWeissOracle(8, beta=beta)
+    numpyro.sample("x", AnyOrderAR(oracle, 8, 2, observed=window, observed_mask=mask))
+
+
+def test_a_second_run_new_model_arguments_and_a_restart_compile_nothing(progress_bar):
+    """With ``jit_model_args=True`` the model's arguments are data: a second run, a run with a
+    new ``beta`` and a new observed window (the model is inspected again, its oracle probed
+    through a program compiled once per oracle structure and shapes,
+    :func:`numpyro_autospec.parameters.jit_over_parameters`) and a restart from
+    ``last_state`` compile nothing."""
+    mcmc = MCMC(AutospecKernel(infilling_model), num_warmup=0, num_samples=2, jit_model_args=True)
+    window = np.array([1, 0, 1, 1, 0, 0, 0, 0], np.int32)
+    first = compilations(lambda: mcmc.run(jax.random.PRNGKey(0), 1.0, window))
     assert first, "the listener saw no compilation: the counts below would prove nothing"
+    assert compilations(lambda: mcmc.run(jax.random.PRNGKey(1), 1.0, window)) == []
+    window = np.array([0, 0, 1, 0, 1, 1, 1, 1], np.int32)
+    assert compilations(lambda: mcmc.run(jax.random.PRNGKey(2), 0.5, window)) == []
+    assert (np.asarray(mcmc.get_samples()["x"])[:, :4] == window[None, :4]).all()
 
     def restart():
         mcmc.post_warmup_state = mcmc.last_state
-        mcmc.run(mcmc.post_warmup_state.rng_key)
+        mcmc.run(mcmc.post_warmup_state.rng_key, 0.5, window)
 
-    assert compilations(lambda: mcmc.run(jax.random.PRNGKey(1))) == []
     assert compilations(restart) == []
     assert mcmc.get_samples()["x"].shape == (2, 8)
 
