@@ -97,7 +97,7 @@ def make_distribution(case: str, parameter=None):
     if family == "cw":
         return AnyOrderAR(CurieWeissOracle(n, beta=1.0 if parameter is None else parameter), n, 2)
     from numpyro_autospec.denoisers import digits_point_cloud
-    from numpyro_autospec.processes.diffusion import default_times
+    from numpyro_autospec.processes.time_grids import default_times
 
     times = default_times(n) if parameter is None else parameter
     return StochasticLocalization(digits_point_cloud(), dim=64, times=times)
@@ -125,7 +125,7 @@ def new_arguments_seconds(case: str, compilations) -> tuple[float, float]:
     from numpyro.infer import MCMC
 
     from numpyro_autospec import AutospecKernel
-    from numpyro_autospec.processes.diffusion import default_times
+    from numpyro_autospec.processes.time_grids import default_times
 
     def model(parameter):
         numpyro.sample("x", make_distribution(case, parameter))

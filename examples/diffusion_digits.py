@@ -44,7 +44,7 @@ from numpyro.infer import MCMC
 from numpyro_autospec import AutospecKernel, StochasticLocalization
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.denoisers import PointCloudDenoiser, digits_point_cloud
-from numpyro_autospec.processes.diffusion import default_times
+from numpyro_autospec.processes.time_grids import default_times
 from numpyro_autospec.script_help import script_parser
 
 matplotlib.use("Agg")

@@ -47,7 +47,7 @@ from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.denoisers import digits_point_cloud
 from numpyro_autospec.engine import run
 from numpyro_autospec.learned import DenoiserConfig, load_or_train_denoiser
-from numpyro_autospec.processes.diffusion import default_times
+from numpyro_autospec.processes.time_grids import default_times
 from numpyro_autospec.script_help import script_parser
 from numpyro_autospec.sequential import sequential_run
 

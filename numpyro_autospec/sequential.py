@@ -12,7 +12,7 @@ for key:
 * processes with ``final_query`` (diffusion) query once more after the last step.
 
 It is what :class:`~numpyro_autospec.numpyro.distributions.AnyOrderAR` and
-:class:`~numpyro_autospec.numpyro.distributions.StochasticLocalization` use for ``sample``
+:class:`~numpyro_autospec.numpyro.stochastic_localization.StochasticLocalization` use for ``sample``
 (prior predictive checks, :class:`numpyro.infer.Predictive`), and what
 ``AutospecKernel(model, method="sequential")`` runs.
 """

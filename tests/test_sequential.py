@@ -8,7 +8,7 @@ import pytest
 from numpyro_autospec import reference
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.oracles import CurieWeissOracle, TableOracle
-from numpyro_autospec.processes import AnyOrderProcess
+from numpyro_autospec.processes import AnyOrderProcess, uniform_times
 from numpyro_autospec.sequential import sequential_draw, sequential_run
 
 SEQUENTIAL = SamplerConfig(method="sequential")
@@ -60,7 +60,7 @@ def test_diffusion_equals_reference_with_final_query():
     from numpyro_autospec.denoisers import PointCloudDenoiser
 
     denoiser = PointCloudDenoiser(jnp.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]))
-    process = diffusion.DiffusionProcess(denoiser, 2, diffusion.uniform_times(8, 20.0))
+    process = diffusion.DiffusionProcess(denoiser, 2, uniform_times(8, 20.0))
     keys = jax.random.split(jax.random.PRNGKey(5), 3)
     samples = sequential_run(process, keys)
     for i, key in enumerate(keys):

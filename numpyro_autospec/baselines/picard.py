@@ -91,7 +91,7 @@ def picard_draw(
     >>> import jax, jax.numpy as jnp
     >>> from numpyro_autospec.denoisers import PointCloudDenoiser
     >>> from numpyro_autospec.processes import DiffusionProcess
-    >>> from numpyro_autospec.processes.diffusion import default_times
+    >>> from numpyro_autospec.processes.time_grids import default_times
     >>> from numpyro_autospec.sequential import sequential_draw
     >>> process = DiffusionProcess(PointCloudDenoiser(jnp.eye(2)), 2, default_times(16, 100.0))
     >>> key = jax.random.PRNGKey(0)
@@ -164,7 +164,7 @@ def picard_run(
     >>> import jax, jax.numpy as jnp
     >>> from numpyro_autospec.denoisers import PointCloudDenoiser
     >>> from numpyro_autospec.processes import DiffusionProcess
-    >>> from numpyro_autospec.processes.diffusion import default_times
+    >>> from numpyro_autospec.processes.time_grids import default_times
     >>> from numpyro_autospec.sequential import sequential_run
     >>> denoiser = PointCloudDenoiser(jnp.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]))
     >>> process = DiffusionProcess(denoiser, 2, default_times(64, 200.0))

@@ -29,7 +29,7 @@ exactly 0 at :math:`t = 0`, :math:`y = 0`.
     \qquad r = \log(1 + \bar s^2 t),
 
 where :math:`\bar s^2` is the mean of :math:`s_i^2` (so :math:`r` is the coordinate in which
-:func:`~numpyro_autospec.processes.diffusion.default_times` is uniform, with the data's own
+:func:`~numpyro_autospec.processes.time_grids.default_times` is uniform, with the data's own
 variance) and :math:`\omega` are ``num_frequencies`` geometric frequencies from
 :math:`2^{-3}` to :math:`2^{3}`.  The MLP's output is the error of the Gaussian proxy in units
 of its posterior standard deviation, a unit-scale target at every :math:`t`; with the MLP at

@@ -21,7 +21,7 @@ variance of the network's Gaussian proxy, so that every time contributes on the 
         \big\lVert Y - f_\theta(t, tY + \sqrt t\,\xi) \big\rVert^2 .
 
 **Times** follow the law of the grid the sampler runs on,
-:func:`~numpyro_autospec.processes.diffusion.default_times`: uniform in
+:func:`~numpyro_autospec.processes.time_grids.default_times`: uniform in
 :math:`\log(1 + \sigma^2 t)` on :math:`[0, t_{\max}]` (:func:`training_times`), so the network
 is trained where the Euler chain queries it, in proportion.  :func:`train_denoiser` minimises
 :math:`L` with Adam (gradient clipping, cosine decay; Optax), seeded and with a ``tqdm``
@@ -49,7 +49,7 @@ from jax.typing import ArrayLike
 from numpyro_autospec.denoisers.validation import DenoiserError
 from numpyro_autospec.learned.checkpoints import load_or_train
 from numpyro_autospec.learned.denoiser import DenoiserConfig, LearnedDenoiser, data_statistics
-from numpyro_autospec.processes.diffusion import DEFAULT_DATA_VARIANCE, DEFAULT_T_MAX
+from numpyro_autospec.processes.time_grids import DEFAULT_DATA_VARIANCE, DEFAULT_T_MAX
 
 __all__ = [
     "denoising_loss",

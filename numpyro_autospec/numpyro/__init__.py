@@ -1,10 +1,6 @@
 """NumPyro integration: oracle-carrying distributions and the ``AutospecKernel`` MCMC kernel."""
 
-from numpyro_autospec.numpyro.distributions import (
-    AnyOrderAR,
-    OracleDistribution,
-    StochasticLocalization,
-)
+from numpyro_autospec.numpyro.distributions import AnyOrderAR, OracleDistribution
 from numpyro_autospec.numpyro.kernel import (
     AutospecKernel,
     AutospecState,
@@ -14,6 +10,7 @@ from numpyro_autospec.numpyro.kernel import (
     draw_model,
     inspect_model,
 )
+from numpyro_autospec.numpyro.stochastic_localization import StochasticLocalization
 
 __all__ = [
     "AnyOrderAR",

@@ -7,9 +7,10 @@ MCMC iteration then returns one exact, independent joint draw:
 
 * oracle sites (:class:`~numpyro_autospec.numpyro.distributions.OracleDistribution`:
   :class:`~numpyro_autospec.numpyro.distributions.AnyOrderAR`,
-  :class:`~numpyro_autospec.numpyro.distributions.StochasticLocalization`) are drawn with the
-  round scheduler :func:`numpyro_autospec.engine.run`, i.e. recursive speculative rejection
-  sampling (Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869, 2025):
+  :class:`~numpyro_autospec.numpyro.stochastic_localization.StochasticLocalization`) are
+  drawn with the round scheduler :func:`numpyro_autospec.engine.run`, i.e. recursive
+  speculative rejection sampling (Anari et al., *Parallel Sampling via Autospeculation*,
+  arXiv:2511.07869, 2025):
   :math:`\tilde O(\sqrt n)` rounds of oracle calls instead of :math:`n`;
 * every other latent site is forward-sampled, in model order, with the values drawn so far
   (so oracle parameters may depend on earlier latent sites);
@@ -119,7 +120,7 @@ class AutospecKernel(MCMCKernel):
 
     :param model: a NumPyro model with oracle sites
         (:class:`~numpyro_autospec.numpyro.distributions.AnyOrderAR`,
-        :class:`~numpyro_autospec.numpyro.distributions.StochasticLocalization`).
+        :class:`~numpyro_autospec.numpyro.stochastic_localization.StochasticLocalization`).
     :param method: ``"autospec"`` (recursive speculative rejection sampling),
         ``"sequential"`` (one oracle call per step, ``N`` rounds: the baseline),
         ``"assd"`` or ``"block"`` (self-speculative decoding peers).  Default:

@@ -30,6 +30,7 @@ from numpyro_autospec.oracles.curie_weiss import CurieWeissOracle, curie_weiss_l
 from numpyro_autospec.oracles.hopfield import HopfieldOracle, hopfield_log_marginals
 from numpyro_autospec.oracles.ising_chain import IsingChainOracle, ising_chain_log_marginals
 from numpyro_autospec.oracles.perturbed import PerturbedOracle, perturbed_log_marginals
+from numpyro_autospec.oracles.probes import validate_log_conditionals, validate_oracle
 from numpyro_autospec.oracles.table import TableOracle, table_log_marginals
 from numpyro_autospec.oracles.validation import (
     DEFECT_NAN,
@@ -45,8 +46,6 @@ from numpyro_autospec.oracles.validation import (
     describe_defect,
     log_marginals_defect,
     raise_if_defect,
-    validate_log_conditionals,
-    validate_oracle,
 )
 
 __all__ = [

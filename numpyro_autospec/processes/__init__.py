@@ -2,12 +2,8 @@
 
 from numpyro_autospec.processes.any_order import AnyOrderProcess, AnyOrderState
 from numpyro_autospec.processes.base import BlockScoringProcess, DiscreteStepProcess, Process
-from numpyro_autospec.processes.diffusion import (
-    DiffusionProcess,
-    DiffusionState,
-    default_times,
-    uniform_times,
-)
+from numpyro_autospec.processes.diffusion import DiffusionProcess, DiffusionState
+from numpyro_autospec.processes.time_grids import default_times, uniform_times
 
 __all__ = [
     "AnyOrderProcess",

@@ -11,7 +11,7 @@ from numpyro_autospec.baselines import picard_run
 from numpyro_autospec.denoisers import PointCloudDenoiser
 from numpyro_autospec.oracles import CurieWeissOracle
 from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess
-from numpyro_autospec.processes.diffusion import default_times
+from numpyro_autospec.processes.time_grids import default_times
 from numpyro_autospec.sequential import sequential_run
 from tests.gof import two_sample_chisquare
 

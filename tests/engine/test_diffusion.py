@@ -46,7 +46,7 @@ from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.denoisers import GaussianMixtureDenoiser, PointCloudDenoiser
 from numpyro_autospec.engine import Samples, run
 from numpyro_autospec.processes import DiffusionProcess
-from numpyro_autospec.processes.diffusion import default_times
+from numpyro_autospec.processes.time_grids import default_times
 from numpyro_autospec.sequential import sequential_run
 from tests.gof import assert_two_sample, power_draws, two_sample_chisquare
 

@@ -19,7 +19,7 @@ from numpyro_autospec.engine import run
 from numpyro_autospec.enumeration import sample_residual
 from numpyro_autospec.oracles import CurieWeissOracle, validate_oracle
 from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess
-from numpyro_autospec.processes.diffusion import default_times
+from numpyro_autospec.processes.time_grids import default_times
 from numpyro_autospec.sequential import sequential_run
 
 N = 12

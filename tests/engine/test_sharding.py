@@ -58,7 +58,7 @@ from numpyro_autospec.learned import LearnedOracle, MaskedMLP
 from numpyro_autospec.numpyro import AutospecKernel
 from numpyro_autospec.oracles import CurieWeissOracle
 from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess
-from numpyro_autospec.processes.diffusion import default_times
+from numpyro_autospec.processes.time_grids import default_times
 
 DEVICES = 4
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

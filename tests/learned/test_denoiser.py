@@ -55,7 +55,7 @@ from numpyro_autospec.learned import (  # noqa: E402
     train_denoiser,
 )
 from numpyro_autospec.processes import DiffusionProcess  # noqa: E402
-from numpyro_autospec.processes.diffusion import default_times  # noqa: E402
+from numpyro_autospec.processes.time_grids import default_times  # noqa: E402
 from numpyro_autospec.sequential import sequential_run  # noqa: E402
 from tests.gof import assert_two_sample  # noqa: E402
 

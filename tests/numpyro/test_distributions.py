@@ -16,7 +16,7 @@ from numpyro_autospec.oracles import (
     PerturbedOracle,
     TableOracle,
 )
-from numpyro_autospec.processes import AnyOrderProcess
+from numpyro_autospec.processes import AnyOrderProcess, uniform_times
 from numpyro_autospec.sequential import sequential_run
 from tests.gof import assert_gof, encode_configurations
 
@@ -225,7 +225,7 @@ def test_stochastic_localization():
     from numpyro_autospec.denoisers import PointCloudDenoiser
 
     points = jnp.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
-    times = diffusion.uniform_times(16, 50.0)
+    times = uniform_times(16, 50.0)
     d = StochasticLocalization(PointCloudDenoiser(points), dim=2, times=times)
     assert d.event_shape == (2,) and d.batch_shape == ()
     key = jax.random.PRNGKey(0)
@@ -243,11 +243,10 @@ def test_stochastic_localization():
 
 
 def test_stochastic_localization_passes_its_speculation_variance_to_the_process():
-    diffusion = pytest.importorskip("numpyro_autospec.processes.diffusion")
     from numpyro_autospec.denoisers import PointCloudDenoiser
 
     denoiser = PointCloudDenoiser(jnp.array([[0.0, 0.0], [1.0, 0.0]]))
-    times = diffusion.uniform_times(8, 50.0)
+    times = uniform_times(8, 50.0)
     d = StochasticLocalization(denoiser, dim=2, times=times, speculation_variance=0.25)
     process = d.make_process("y")
     assert float(process.speculation_variance) == 0.25

@@ -219,7 +219,8 @@ def test_stochastic_localization_site_draws_are_the_reference_draws():
     """A diffusion site runs on the same engine: the kernel's draws are the reference's, and
     method="sequential" costs N + 1 rounds (N Euler-Maruyama steps and the final denoising)."""
     from numpyro_autospec.denoisers import PointCloudDenoiser
-    from numpyro_autospec.processes.diffusion import DiffusionProcess, uniform_times
+    from numpyro_autospec.processes.diffusion import DiffusionProcess
+    from numpyro_autospec.processes.time_grids import uniform_times
 
     denoiser = PointCloudDenoiser(jnp.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]))
     times = uniform_times(8, 20.0)

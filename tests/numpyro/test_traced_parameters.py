@@ -19,7 +19,7 @@ from numpyro.infer import MCMC, Predictive
 from numpyro_autospec.denoisers import PointCloudDenoiser
 from numpyro_autospec.numpyro import AnyOrderAR, AutospecKernel, StochasticLocalization
 from numpyro_autospec.oracles import CurieWeissOracle, IsingChainOracle, OracleError
-from numpyro_autospec.processes.diffusion import uniform_times
+from numpyro_autospec.processes.time_grids import uniform_times
 from tests.gof import DEFAULT_THRESHOLD, assert_gof, chisquare_gof
 
 N = 10

@@ -42,7 +42,7 @@ from numpyro_autospec.denoisers import (
     digits_point_cloud,
 )
 from numpyro_autospec.processes import DiffusionProcess, DiffusionState, Process
-from numpyro_autospec.processes.diffusion import DEFAULT_T_MAX, default_times, uniform_times
+from numpyro_autospec.processes.time_grids import DEFAULT_T_MAX, default_times, uniform_times
 from tests.gof import assert_two_sample, power_draws, two_sample_chisquare
 
 THRESHOLD = 1e-4
