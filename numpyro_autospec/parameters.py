@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 from collections.abc import Callable, Iterator
+from types import BuiltinFunctionType, FunctionType, ModuleType
 from typing import Any, TypeVar
 
 import jax
@@ -43,6 +45,7 @@ __all__ = [
     "jit_over_parameters",
     "real_parameter",
     "register_parameters",
+    "retains_no_data",
     "staged_constants",
 ]
 
@@ -168,6 +171,44 @@ def concrete_value(value: Any, name: str, *, owner: str) -> np.ndarray:
     return np.asarray(value, np.float64)
 
 
+_PLAIN_TYPES = (
+    bool,
+    int,
+    float,
+    complex,
+    str,
+    bytes,
+    type,
+    np.dtype,
+    np.generic,
+    ModuleType,
+    BuiltinFunctionType,
+)
+
+
+def retains_no_data(leaf: Any) -> bool:
+    """Whether a static (non-array) pytree leaf keeps no data alive when a program cache holds
+    it: a number, a string, a type, a builtin, or a function defined at module level (not
+    inside another function, whose closure or defaults may hold data; not a bound method),
+    also behind ``jax.jit`` or ``functools.wraps``.
+
+    >>> import functools, jax
+    >>> retains_no_data(jax.nn.gelu), retains_no_data(2.0), retains_no_data(len)
+    (True, True, True)
+    >>> def scaled(scale):
+    ...     return lambda x: scale * x  # a closure: keeps ``scale`` alive
+    >>> retains_no_data(scaled(jax.numpy.ones(3))), retains_no_data(functools.partial(max, 1))
+    (False, False)
+    """
+    if isinstance(leaf, _PLAIN_TYPES):
+        return True
+    leaf = inspect.unwrap(leaf) if callable(leaf) else leaf
+    if not isinstance(leaf, FunctionType):
+        return False
+    # defined inside a function: it may hold data in its closure or its defaults
+    return "<locals>" not in leaf.__qualname__ and not leaf.__closure__
+
+
 def jit_over_parameters(function: Callable) -> Callable:
     """``jax.jit(function)`` for ``function(owner, *arrays)`` whose first argument, an oracle,
     a denoiser or a network, is taken apart as Equinox's ``filter_jit`` does: its array leaves
@@ -175,8 +216,11 @@ def jit_over_parameters(function: Callable) -> Callable:
     its structure are static.  One compilation then serves every owner of the same structure
     and shapes: the probes of ``AutospecKernel.init`` compile once for a model's oracle,
     whatever its parameter values or the model arguments of a later ``MCMC.run`` (a fresh
-    ``jax.jit`` of a closure over the owner compiled again at every run).  An owner with an
-    unhashable non-array leaf is closed over instead (one compilation per call).  The result's
+    ``jax.jit`` of a closure over the owner compiled again at every run).  The static leaves
+    are kept by JAX's program cache, so only leaves that keep no data alive are taken as
+    static (:func:`retains_no_data`: numbers, strings, types, functions defined at module
+    level); an owner with any other non-array leaf (a closure, a bound method, an object) is
+    closed over instead, as before: one compilation per call, nothing kept.  The result's
     ``eval_shape(owner, *arrays)`` gives the output's shapes, traced once per structure and
     shapes in the same way.
 
@@ -209,9 +253,7 @@ def jit_over_parameters(function: Callable) -> Callable:
         static_leaves = tuple(
             None if array else leaf for leaf, array in zip(leaves, is_array, strict=True)
         )
-        try:
-            hash((structure, static_leaves))
-        except TypeError:
+        if not all(retains_no_data(leaf) for leaf in static_leaves if leaf is not None):
             return None
         array_leaves = [leaf for leaf, array in zip(leaves, is_array, strict=True) if array]
         return structure, static_leaves, array_leaves
