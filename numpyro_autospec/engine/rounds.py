@@ -1,7 +1,6 @@
 """One round: every ready query of every task of every draw in one batched oracle call.
 
-A round's queries are of three shapes, each batched on its own (they run in parallel: one
-round):
+A round's queries are of four shapes, each batched on its own (in parallel: one round):
 
 * **speculation queries** ``query(x, k, R)``: ``O_a`` of a block, or the lookahead after a block
   (:func:`speculation_round`);
@@ -116,13 +115,8 @@ def pad_rows(tree, like):
     the shape of ``like`` (single-step answers stored in speculation-answer fields)."""
 
     def pad(leaf, shape):
-        if leaf.shape[1:] == shape.shape:
-            return leaf
-        widths = [(0, 0)] + [
-            (0, target - current)
-            for current, target in zip(leaf.shape[1:], shape.shape, strict=True)
-        ]
-        return jnp.pad(leaf, widths)
+        widths = [(0, t - c) for c, t in zip(leaf.shape[1:], shape.shape, strict=True)]
+        return leaf if leaf.shape[1:] == shape.shape else jnp.pad(leaf, [(0, 0), *widths])
 
     return jax.tree.map(pad, tree, like)
 
