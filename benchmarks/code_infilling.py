@@ -152,7 +152,7 @@ def plot(rows: list[dict], n: int, path: str) -> None:
     fields = [
         ("rounds", "rounds per draw (latency)"),
         ("queries", "forward passes per draw (work)"),
-        ("s_per_draw", "seconds per draw (jitted, CPU)"),
+        ("s_per_draw", f"seconds per draw (jitted, {jax.devices()[0].device_kind})"),
     ]
     position = np.arange(len(spans))
     for ax, (field, title) in zip(axes, fields, strict=True):
@@ -207,7 +207,7 @@ def main(args: argparse.Namespace) -> list[dict]:
             f"{args.num_windows} held-out windows x {args.draws} draws per method and span; "
             f"SamplerConfig({', '.join(f'{k}={v}' for k, v in knobs.items())}); "
             f"one draw per jitted call; {platform.processor() or platform.machine()}, "
-            f"{os.cpu_count()} CPUs, jax {jax.__version__}.  kv-cache: its 'passes' are one "
+            f"{os.cpu_count()} CPUs, {jax.devices()[0].device_kind}, jax {jax.__version__}.  kv-cache: its 'passes' are one "
             "prefill pass and one incremental step (a query row and an appended content row, "
             "O(n d) per layer) per free site.",
         ]
