@@ -207,9 +207,9 @@ def main(args: argparse.Namespace) -> list[dict]:
             f"{args.num_windows} held-out windows x {args.draws} draws per method and span; "
             f"SamplerConfig({', '.join(f'{k}={v}' for k, v in knobs.items())}); "
             f"one draw per jitted call; {platform.processor() or platform.machine()}, "
-            f"{os.cpu_count()} CPUs, {jax.devices()[0].device_kind}, jax {jax.__version__}.  kv-cache: its 'passes' are one "
-            "prefill pass and one incremental step (a query row and an appended content row, "
-            "O(n d) per layer) per free site.",
+            f"{os.cpu_count()} CPUs, {jax.devices()[0].device_kind}, jax {jax.__version__}.  "
+            "kv-cache: its 'passes' are one prefill pass and one incremental step (a query row "
+            "and an appended content row, O(n d) per layer) per free site.",
         ]
     )
     print("\n" + text)

@@ -1,9 +1,11 @@
-"""Benchmark-only oracles: a Potts-like oracle with a large vocabulary and a random masked MLP.
+"""Benchmark-only oracles: a Potts-like oracle with a large vocabulary, a random masked MLP and
+a uniform oracle (the engine's own cost per round).
 
-Both are *inconsistent* oracles (no single joint law answers all their queries): the samplers
-then draw exactly from the law of sequential sampling along the random order, which is all a
-timing needs.  They exist to measure seconds with the two costs users bring: a vocabulary of
-hundreds of values, and a network whose batch-1 evaluation is bound by reading its weights.
+The first two are *inconsistent* oracles (no single joint law answers all their queries): the
+samplers then draw exactly from the law of sequential sampling along the random order, which is
+all a timing needs.  They exist to measure seconds with the two costs users bring: a vocabulary
+of hundreds of values, and a network whose batch-1 evaluation is bound by reading its weights.
+The third answers the uniform law and costs nothing, which leaves the sampler's own cost.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from jax import Array
 
 from numpyro_autospec.oracles import AnyOrderOracle
 
-__all__ = ["PottsCountOracle", "RandomMLPOracle"]
+__all__ = ["PottsCountOracle", "RandomMLPOracle", "UniformOracle"]
 
 
 class PottsCountOracle(AnyOrderOracle):
@@ -67,3 +69,28 @@ class RandomMLPOracle(AnyOrderOracle):
         features = jnp.concatenate([pinned.reshape(-1), mask.astype(jnp.float32)])
         hidden = jax.nn.gelu(features @ self.w1)
         return jax.nn.log_softmax((hidden @ self.w2).reshape(n, q), axis=-1)
+
+
+class UniformOracle(AnyOrderOracle):
+    r"""Every row uniform, :math:`\log \mu(X_i = \cdot \mid \cdot) = -\log q`, in both forms:
+    an oracle that costs (almost) nothing, so a round of the engine costs its own bookkeeping.
+    The rows still read their inputs (multiplied by zero), so XLA cannot fold the oracle into a
+    constant; ``depends_on_order`` is declared so that the engine takes the order-aware path
+    of a learned network."""
+
+    scores_blocks = True
+    depends_on_order = True
+
+    def __init__(self, num_positions: int, num_categories: int = 2):
+        self.num_positions = int(num_positions)
+        self.num_categories = int(num_categories)
+
+    def _uniform(self, rows: int, reads: Array) -> Array:
+        level = -jnp.log(jnp.float32(self.num_categories))
+        return jnp.full((rows, self.num_categories), level) + 0.0 * reads[:, None]
+
+    def log_marginals(self, x: Array, mask: Array) -> Array:
+        return self._uniform(self.num_positions, x * mask)
+
+    def log_conditionals(self, x: Array, ranks: Array, sites: Array, prefix_lengths: Array):
+        return self._uniform(sites.shape[0], x[sites] + ranks[sites] + prefix_lengths)

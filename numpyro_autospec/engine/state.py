@@ -92,8 +92,11 @@ class EngineState(NamedTuple):
 
 
 def select(condition, new, old):
-    """``new`` where ``condition``, else ``old``, leaf by leaf."""
-    return jax.tree.map(lambda a, b: jnp.where(condition, a, b), new, old)
+    """``new`` where ``condition``, else ``old``, leaf by leaf; a leaf that ``new`` shares
+    with ``old`` (the same traced array) is returned as it is, so that a transition which
+    leaves a field alone keeps it identical and :func:`~numpyro_autospec.engine.transitions.phase`
+    does not write it back (an answer field holds ``n x q`` rows per slot)."""
+    return jax.tree.map(lambda a, b: a if a is b else jnp.where(condition, a, b), new, old)
 
 
 def nonfinite_defect(answer) -> tuple[Array, Array]:

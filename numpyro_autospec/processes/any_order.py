@@ -41,6 +41,7 @@ from numpyro_autospec.oracles.validation import (
     describe_defect,
     log_marginals_defect,
 )
+from numpyro_autospec.rejection import categorical_rows
 
 __all__ = ["AnyOrderProcess", "AnyOrderState"]
 
@@ -238,9 +239,10 @@ class AnyOrderProcess:
     # -- speculation -----------------------------------------------------------------------
     def spec_sample(self, key: Array, x: AnyOrderState, a: Array, m: Array, answer: Array):
         """Draw the sites of steps ``a..a+m-1`` independently from the rows of
-        ``answer = query(x, a, R)`` (``R >= m`` static rows, one categorical draw each)."""
+        ``answer = query(x, a, R)`` (``R >= m`` static rows, one draw each by inversion:
+        :func:`~numpyro_autospec.rejection.categorical_rows`)."""
         rows = answer.shape[0]
-        draw = jax.random.categorical(key, answer, axis=-1).astype(jnp.int32)
+        draw = categorical_rows(key, answer)
         in_block = jnp.arange(rows) < m
         positions = self._positions(a, rows)
         sites = jnp.where(in_block, x.order[positions], self.num_positions)
