@@ -135,15 +135,17 @@ def categorical_rows(key: Array, log_rows: Array) -> Array:
     r"""One independent draw from each row of ``log_rows`` (``float[R, q]``, log-probabilities
     up to a constant per row), by inversion: with :math:`p_{ic} \propto e^{\ell_{ic}}`,
     :math:`F_{ic} = \sum_{c' \le c} p_{ic'}` and :math:`u_i \sim U[0, 1)`, row :math:`i`
-    draws :math:`\#\{c : F_{ic} \le u_i F_{i,q-1}\}`, the category whose interval
-    :math:`[F_{i,c-1}, F_{ic})` holds :math:`u_i F_{i,q-1}`.
+    draws the first category :math:`c` with :math:`p_{ic} > 0` and
+    :math:`F_{ic} > u_i F_{i,q-1}`, the one whose interval :math:`[F_{i,c-1}, F_{ic})` holds
+    :math:`u_i F_{i,q-1}`.
 
     A speculation draws all the rows of its answer at once (:math:`R` up to :math:`n`, for
     windows): inversion takes one uniform per row where ``jax.random.categorical`` takes
     :math:`q` Gumbel variables (a hash and two logarithms each), which on a CPU made the draw
     the costliest kernel of a round at :math:`n = 1024,\ q = 98`.  A category of probability
-    zero is never drawn (its interval is empty; a product :math:`u_i F_{i,q-1}` rounded up to
-    :math:`F_{i,q-1}` falls back to the last category of positive probability).
+    zero is never drawn, even where rounding makes the prefix sums (a parallel scan,
+    :math:`\log_2 q` passes) decrease by an ulp; a product :math:`u_i F_{i,q-1}` rounded up to
+    :math:`F_{i,q-1}` falls back to the last category of positive probability.
 
     >>> import jax, jax.numpy as jnp
     >>> rows = jnp.log(jnp.array([[0.2, 0.8, 0.0], [0.0, 0.0, 1.0]]))
@@ -155,9 +157,11 @@ def categorical_rows(key: Array, log_rows: Array) -> Array:
     True
     """
     weights = jnp.exp(log_rows - jnp.max(log_rows, axis=-1, keepdims=True))
-    cumulative = jnp.cumsum(weights, axis=-1)
+    # log2(q) elementwise passes; XLA's cumsum is a window sum of q^2 / 2 additions on a CPU
+    cumulative = jax.lax.associative_scan(jnp.add, weights, axis=-1)
     uniform = jax.random.uniform(key, log_rows.shape[:-1]) * cumulative[..., -1]
-    index = jnp.sum(cumulative <= uniform[..., None], axis=-1)
-    num_categories = log_rows.shape[-1]
-    last_positive = num_categories - 1 - jnp.argmax((weights > 0)[..., ::-1], axis=-1)
-    return jnp.minimum(index, last_positive).astype(jnp.int32)
+    possible = weights > 0
+    chosen = (cumulative > uniform[..., None]) & possible
+    last_possible = log_rows.shape[-1] - 1 - jnp.argmax(possible[..., ::-1], axis=-1)
+    index = jnp.where(jnp.any(chosen, axis=-1), jnp.argmax(chosen, axis=-1), last_possible)
+    return index.astype(jnp.int32)
