@@ -122,7 +122,8 @@ def test_categorical_rows_draws_each_row_from_its_law():
 
 def test_categorical_rows_test_catches_an_unscaled_inversion():
     """The same check fails on an inversion that forgets to scale the uniform by the row's
-    total (right only for rows given exactly normalised)."""
+    total (the weights ``exp(l - max l)`` sum to 1 only for a point mass, so the uniform
+    covers only the first part of the row)."""
 
     def unscaled(key, log_rows):
         cumulative = jnp.cumsum(jnp.exp(log_rows - log_rows.max(-1, keepdims=True)), axis=-1)
