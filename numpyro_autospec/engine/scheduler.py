@@ -5,9 +5,9 @@ pace, so nested ``vmap`` (lockstep lanes) cannot keep the paper's parallel time.
 keeps a fixed-capacity pool of tasks (:mod:`numpyro_autospec.engine.pool`) and repeats
 
 1. **transitions** -- advance every task that needs no oracle answer, in bounded *micro-steps*
-   (:func:`micro_step`) until nothing moves: cancel orphans, take trial reports and resolve
-   waiting tasks (:mod:`~numpyro_autospec.engine.trials`), verify root windows
-   (:mod:`~numpyro_autospec.engine.windows`), the per-slot transitions
+   (:func:`micro_step`) while one would move anything (:func:`pending`): cancel orphans, take
+   trial reports and resolve waiting tasks (:mod:`~numpyro_autospec.engine.trials`), verify
+   root windows (:mod:`~numpyro_autospec.engine.windows`), the per-slot transitions
    (:mod:`~numpyro_autospec.engine.transitions`), write completed draws, and admit new trials
    and draws under the deadlock-freedom invariant (:func:`~numpyro_autospec.engine.trials.admit`);
 2. **one round** -- gather every ready query of every task of every draw into one batch, call
@@ -43,12 +43,31 @@ from numpyro_autospec.engine.state import (
     initial_state,
     make_context,
 )
-from numpyro_autospec.engine.transitions import advance, scored
-from numpyro_autospec.engine.trials import admit, cancel_orphans, report_trials, resolve_waiting
+from numpyro_autospec.engine.transitions import advance, is_local, scored
+from numpyro_autospec.engine.trials import (
+    admit,
+    cancel_orphans,
+    candidates,
+    orphans,
+    report_trials,
+    resolvable,
+    resolve_waiting,
+)
 from numpyro_autospec.engine.windows import verify_windows
 from numpyro_autospec.oracles.validation import OracleError
 
-__all__ = ["Capacity", "Samples", "run", "plan", "Plan", "RECURSION_ROOT_SLOTS"]
+__all__ = [
+    "Capacity",
+    "Samples",
+    "run",
+    "plan",
+    "Plan",
+    "RECURSION_ROOT_SLOTS",
+    "micro_step",
+    "transitions_pending",
+    "pending",
+    "settle",
+]
 
 
 def complete_draws(context: Context, pool, output, done):
@@ -116,19 +135,50 @@ def micro_step(context: Context, state: EngineState) -> tuple[EngineState, Array
     return state, progressed
 
 
+def transitions_pending(context: Context, pool) -> Array:
+    """Whether a step of :func:`micro_step` other than admission would move a task: the masks
+    of those steps, in its order, on a pool that none of the earlier steps changes (each
+    step does nothing when this is false)."""
+    plan = context.plan
+    resolved, exhausted = resolvable(context, pool)
+    status = pool.status
+    moves = (
+        orphans(pool, plan.num_slots)
+        | (status == Status.REPORT)
+        | resolved
+        | exhausted
+        | scored(plan, pool)
+        | is_local(pool)
+        | (status == Status.SPECULATE)
+        | (status == Status.FINISHED)
+        | (status == Status.COMPLETE)
+    )
+    return jnp.any(moves)
+
+
+def pending(context: Context, state: EngineState) -> Array:
+    """Whether :func:`micro_step` would move anything (exactly: it reports progress if and
+    only if this is true): :func:`transitions_pending`, or a trial or draw to admit
+    (:func:`~numpyro_autospec.engine.trials.candidates`)."""
+    admissions = candidates(context, state.pool, state.next_draw).admitted
+    return transitions_pending(context, state.pool) | jnp.any(admissions)
+
+
 def settle(context: Context, state: EngineState) -> EngineState:
-    """Micro-steps until nothing moves (bounded)."""
+    """Micro-steps while one would move anything (:func:`pending`; bounded).  Asking first
+    spares each round the micro-step that finds nothing to do (on an accelerator, its
+    launches and host-read conditionals)."""
 
     def cond(carry):
-        _, progressed, count = carry
-        return progressed & (count < 100_000)
+        _, moves, count = carry
+        return moves & (count < 100_000)
 
     def body(carry):
         state, _, count = carry
-        state, progressed = micro_step(context, state)
-        return state, progressed, count + 1
+        state, _ = micro_step(context, state)
+        return state, pending(context, state), count + 1
 
-    state, _, _ = jax.lax.while_loop(cond, body, (state, jnp.array(True), jnp.array(0)))
+    state, _, _ = jax.lax.while_loop(cond, body, (state, pending(context, state), jnp.array(0)))
     return state
 
 

@@ -32,7 +32,17 @@ from numpyro_autospec.engine.pool import NO_TRIAL, Pool, Status, expand_demand, 
 from numpyro_autospec.engine.state import Context, EngineState
 from numpyro_autospec.rejection import trial_keys
 
-__all__ = ["cancel_orphans", "report_trials", "resolve_waiting", "Admission", "admit"]
+__all__ = [
+    "orphans",
+    "cancel_orphans",
+    "report_trials",
+    "resolvable",
+    "resolve_waiting",
+    "Candidates",
+    "candidates",
+    "Admission",
+    "admit",
+]
 
 
 def _live_children(pool: Pool, num_slots: int) -> tuple[Array, Array, Array]:
@@ -45,14 +55,18 @@ def _live_children(pool: Pool, num_slots: int) -> tuple[Array, Array, Array]:
     return live, child, live_children[:num_slots]
 
 
-def cancel_orphans(pool: Pool, num_slots: int) -> tuple[Pool, Array]:
-    """Free the tasks whose parent resolved, moved on or was freed; returns the pool and
-    whether any was freed."""
+def orphans(pool: Pool, num_slots: int) -> Array:
+    """The tasks whose parent resolved, moved on or was freed."""
     parent = jnp.clip(pool.parent, 0, num_slots - 1)
     has_parent = (pool.status != Status.FREE) & (pool.parent >= 0)
-    orphan = has_parent & (
+    return has_parent & (
         (pool.epoch[parent] != pool.parent_epoch) | (pool.status[parent] != Status.WAITING)
     )
+
+
+def cancel_orphans(pool: Pool, num_slots: int) -> tuple[Pool, Array]:
+    """Free the :func:`orphans`; returns the pool and whether any was freed."""
+    orphan = orphans(pool, num_slots)
     pool = pool._replace(
         status=jnp.where(orphan, Status.FREE, pool.status),
         epoch=pool.epoch + orphan.astype(jnp.int32),
@@ -91,10 +105,9 @@ def report_trials(pool: Pool, num_slots: int, lanes: int) -> tuple[Pool, Array]:
     return pool, jnp.any(valid)
 
 
-def resolve_waiting(context: Context, pool: Pool) -> tuple[Pool, Array]:
-    """Waiting tasks whose winner is known and whose earlier trials are all done finish their
-    block (the winner's state is already theirs); those whose batch is exhausted without a
-    winner open the next batch.  Returns the pool and whether any task moved."""
+def resolvable(context: Context, pool: Pool) -> tuple[Array, Array]:
+    """``(resolved, exhausted)``: waiting tasks whose winner is known and whose earlier trials
+    are all done, and those whose batch is exhausted without a winner."""
     num_slots = context.plan.num_slots
     _, child, live_children = _live_children(pool, num_slots)
     segment = jnp.where(child, pool.parent, num_slots)
@@ -110,6 +123,15 @@ def resolve_waiting(context: Context, pool: Pool) -> tuple[Pool, Array]:
         & (pool.trial_next >= pool.batch_end)
         & (live_children == 0)
     )
+    return resolved, exhausted
+
+
+def resolve_waiting(context: Context, pool: Pool) -> tuple[Pool, Array]:
+    """Waiting tasks whose winner is known and whose earlier trials are all done finish their
+    block (the winner's state is already theirs); those whose batch is exhausted without a
+    winner open the next batch (:func:`resolvable`).  Returns the pool and whether any task
+    moved."""
+    resolved, exhausted = resolvable(context, pool)
     next_batch = jnp.minimum(pool.batch + 1, context.batch_sizes.shape[0] - 1)
     pool = pool._replace(
         status=jnp.where(resolved, Status.BLOCK_DONE, pool.status),
@@ -130,9 +152,22 @@ class Admission(NamedTuple):
     admitted: Array  # bool: a trial or a draw was admitted
 
 
-def admit(context: Context, pool: Pool, state: EngineState) -> Admission:
-    """Spawn residual trials and start new draws while the pool stays deadlock-free (the module
-    docstring), up to ``max_transitions`` of each kind."""
+class Candidates(NamedTuple):
+    """What :func:`admit` would admit: ``2 * lanes`` trials (first trials, then further ones)
+    and ``lanes`` new draws, in that order."""
+
+    admitted: Array  # bool[3 * lanes]
+    rank: Array  # int32[3 * lanes]: the admitted candidate's index among the admitted
+    live: Array  # bool[num_slots]
+    spawn_parent: Array  # int32[2 * lanes]
+    offset: Array  # int32[2 * lanes]: trial index after the parent's ``trial_next``
+    length: Array  # int32[num_slots]: each slot's block length
+    root_draw: Array  # int32[lanes]
+
+
+def candidates(context: Context, pool: Pool, next_draw: Array) -> Candidates:
+    """The trials and draws :func:`admit` admits (the module docstring's invariant), computed
+    without changing the pool."""
     plan = context.plan
     num_slots, lanes = plan.num_slots, plan.max_transitions
     depth = context.depth
@@ -164,7 +199,7 @@ def admit(context: Context, pool: Pool, state: EngineState) -> Admission:
     spawn_cost = jnp.concatenate([jnp.zeros(lanes, jnp.int32), 1 + child_need[lanes:]])
 
     # new draws
-    root_draw = state.next_draw + jnp.arange(lanes)
+    root_draw = next_draw + jnp.arange(lanes)
     root_valid = root_draw < plan.num_draws
     root_cost = jnp.full((lanes,), 1 + int(plan.depth[plan.seq_block]), jnp.int32)
 
@@ -177,6 +212,17 @@ def admit(context: Context, pool: Pool, state: EngineState) -> Admission:
     admitted = valid & (is_first | (spend <= budget))
     rank = jnp.cumsum(admitted) - 1
     admitted = admitted & (rank < free)
+    return Candidates(admitted, rank, live, spawn_parent, offset, length, root_draw)
+
+
+def admit(context: Context, pool: Pool, state: EngineState) -> Admission:
+    """Spawn residual trials and start new draws while the pool stays deadlock-free (the module
+    docstring), up to ``max_transitions`` of each kind (:func:`candidates`)."""
+    plan = context.plan
+    num_slots, lanes = plan.num_slots, plan.max_transitions
+    admitted, rank, live, spawn_parent, offset, length, root_draw = candidates(
+        context, pool, state.next_draw
+    )
     (free_slots,) = jnp.nonzero(~live, size=3 * lanes, fill_value=num_slots)
     destination = jnp.where(admitted, free_slots[jnp.clip(rank, 0, 3 * lanes - 1)], num_slots)
     spawn_destination, root_destination = destination[: 2 * lanes], destination[2 * lanes :]

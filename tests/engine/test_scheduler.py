@@ -16,6 +16,11 @@ import numpyro_autospec.engine.transitions as transitions
 from numpyro_autospec import reference
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import Capacity, run
+from numpyro_autospec.engine.keys import engine_keys
+from numpyro_autospec.engine.plan import plan
+from numpyro_autospec.engine.rounds import query_round
+from numpyro_autospec.engine.scheduler import micro_step, pending, transitions_pending
+from numpyro_autospec.engine.state import initial_state, make_context
 from numpyro_autospec.oracles import (
     CurieWeissOracle,
     IsingChainOracle,
@@ -261,3 +266,40 @@ def test_too_small_pool_is_refused():
             CONFIGS["paper"],
             Capacity(num_slots=1),
         )
+
+
+@pytest.mark.parametrize(
+    ("name", "capacity"), [("autospec", STARVED), ("paper", None)], ids=["windows", "paper"]
+)
+def test_pending_says_whether_a_micro_step_moves(name, capacity):
+    """The settle loop asks :func:`scheduler.pending` before each micro-step instead of
+    running one that finds nothing to do, so ``pending`` must be exact: at every micro-step of
+    a run (windows with a starved pool: admission limited by free slots and query capacity;
+    the paper's recursion: residual trials), it says the micro-step moves if and only if it
+    does.  A predicate that forgets admission (``transitions_pending`` alone) is caught."""
+    process = AnyOrderProcess(random_table(3), N, Q)
+    num_draws = 12
+    keys = engine_keys(jax.random.split(jax.random.PRNGKey(14), num_draws))
+    config = CONFIGS[name]
+    context = make_context(
+        process, plan(process, config, capacity or Capacity(), num_draws, keys[0]), keys
+    )
+    step = jax.jit(lambda state: micro_step(context, state))
+    ask = jax.jit(lambda state: (pending(context, state), transitions_pending(context, state.pool)))
+    one_round = jax.jit(lambda state: query_round(context, state))
+    state = jax.jit(lambda: initial_state(context))()
+    micro_steps, rounds, admission_only = 0, 0, 0
+    while not np.all(state.done):
+        predicted, without_admission = (bool(flag) for flag in ask(state))
+        state, moved = step(state)
+        assert predicted == bool(moved), (micro_steps, rounds)
+        admission_only += bool(moved) and not without_admission
+        micro_steps += 1
+        if not moved:
+            state = one_round(state)
+            rounds += 1
+            assert rounds < 1000
+    assert admission_only > 0
+    # the run drew what engine.run draws from the same keys
+    samples = run(process, jax.random.split(jax.random.PRNGKey(14), num_draws), config, capacity)
+    np.testing.assert_array_equal(state.output, samples.value)
