@@ -25,7 +25,10 @@ names :data:`DEFECT_NONE` and :data:`DEFECT_POSINF` are aliases of :data:`DEFECT
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from jax import Array
 from jax.typing import ArrayLike
 
 __all__ = [
@@ -39,6 +42,7 @@ __all__ = [
     "OracleError",
     "describe_defect",
     "first_line",
+    "nonfinite_defect",
     "raise_if_defect",
 ]
 
@@ -137,6 +141,16 @@ def describe_defect(
         time_text = "" if t is None else f" with t={t}"
         return f"{name} was called{time_text}: t must be finite and non-negative"
     raise ValueError(f"unknown defect code {code}")
+
+
+def nonfinite_defect(answer) -> tuple[Array, Array]:
+    """The generic check of an answer (any pytree; traceable): ``(code, entry)``, code
+    :data:`DEFECT_NAN` or :data:`DEFECT_INFINITE` (0: none) and the first offending entry of
+    the flattened leaves."""
+    flat = jnp.concatenate([jnp.ravel(leaf) for leaf in jax.tree.leaves(answer)])
+    nan, inf = jnp.isnan(flat), jnp.isinf(flat)
+    code = jnp.where(jnp.any(nan), 1, jnp.where(jnp.any(inf), 2, 0)).astype(jnp.int32)
+    return code, jnp.argmax(jnp.where(code == 1, nan, inf)).astype(jnp.int32)
 
 
 def raise_if_defect(

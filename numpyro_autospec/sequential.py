@@ -27,7 +27,6 @@ from numpyro_autospec import errors
 from numpyro_autospec.engine import Samples
 from numpyro_autospec.engine.keys import engine_keys
 from numpyro_autospec.engine.scheduler import report_failure
-from numpyro_autospec.engine.state import nonfinite_defect
 
 __all__ = ["sequential_run", "sequential_draw"]
 
@@ -56,15 +55,12 @@ def sequential_draw(process, key: Array, validate: bool = False):
     k_init, k_run = jax.random.split(key)
     block_key = jax.random.fold_in(k_run, 0)  # the reference's root block 0
     x = process.init(k_init)
-    answer_defect = getattr(process, "answer_defect", None) or (
-        lambda x, k, answer: nonfinite_defect(answer)
-    )
     no_defect = jnp.zeros(3, jnp.int32)
 
     def checked(defect, x, k, answer):
         if not validate:
             return defect
-        code, row = answer_defect(x, k, answer)
+        code, row = process.answer_defect(x, k, answer)
         found = jnp.stack([code, row, k]).astype(jnp.int32)
         return jnp.where((defect[0] == 0) & (code != 0), found, defect)
 

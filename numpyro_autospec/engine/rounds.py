@@ -24,10 +24,11 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
+from numpyro_autospec.defects import nonfinite_defect
 from numpyro_autospec.engine.plan import has_batched_forms
 from numpyro_autospec.engine.pool import Pool, Status, expand_demand, gather, scatter
 from numpyro_autospec.engine.sharding import sharded_batch
-from numpyro_autospec.engine.state import Context, EngineState, block_answer, nonfinite_defect
+from numpyro_autospec.engine.state import Context, EngineState, block_answer
 from numpyro_autospec.engine.transitions import wants_lookahead
 from numpyro_autospec.engine.windows import write_window_rows
 from numpyro_autospec.enumeration import sample_residual
@@ -321,12 +322,13 @@ def enumeration_round(context: Context, state: EngineState, lanes: int) -> Engin
 
 def bucketed(state: EngineState, demand: Array, sizes, call) -> EngineState:
     """``call(state, size)`` in the smallest bucket size that holds ``demand`` (skipped
-    when ``demand`` is 0)."""
-    choice = jnp.sum(jnp.asarray(sizes)[:-1] < demand)
-    branches = [lambda state, size=size: call(state, size) for size in sizes]
-    return jax.lax.cond(
-        demand > 0, lambda state: jax.lax.switch(choice, branches, state), lambda s: s, state
-    )
+    when ``demand`` is 0): one ``switch`` whose first branch skips, so that an accelerator
+    reads one branch index back per shape and round, not a predicate and then an index."""
+    choice = jnp.where(demand > 0, 1 + jnp.sum(jnp.asarray(sizes)[:-1] < demand), 0)
+    branches = [lambda state: state] + [
+        lambda state, size=size: call(state, size) for size in sizes
+    ]
+    return jax.lax.switch(choice, branches, state)
 
 
 def scoring_calls(

@@ -54,7 +54,6 @@ from numpyro_autospec.engine.trials import (
     resolve_waiting,
 )
 from numpyro_autospec.engine.windows import verify_windows
-from numpyro_autospec.oracles.validation import OracleError
 
 __all__ = [
     "Capacity",
@@ -242,9 +241,8 @@ def failure_error(process, defect, incomplete) -> Exception | None:
         defect = defect.reshape(-1, 4)[index]
     code, row, step, draw = (int(value) for value in defect)
     if code:
-        error_type = getattr(process, "defect_error", OracleError)
-        return error_type(
-            f"{_describe(process, code, row, step)} (draw {draw}); pass "
+        return process.defect_error(
+            f"{process.describe_defect(code, row, step)} (draw {draw}); pass "
             "validate=False to skip these checks"
         )
     if np.any(incomplete):
@@ -253,14 +251,6 @@ def failure_error(process, defect, incomplete) -> Exception | None:
             "a bug, please report it with the process and capacities used"
         )
     return None
-
-
-def _describe(process, code: int, row: int, step: int) -> str:
-    describe = getattr(process, "describe_defect", None)
-    if describe is not None:
-        return describe(code, row, step)
-    kind = {1: "NaN", 2: "an infinite value"}.get(code, f"defect code {code}")
-    return f"the oracle of {process!r} returned {kind} (entry {row}) for the query at step {step}"
 
 
 def run(

@@ -99,18 +99,7 @@ def select(condition, new, old):
     return jax.tree.map(lambda a, b: a if a is b else jnp.where(condition, a, b), new, old)
 
 
-def nonfinite_defect(answer) -> tuple[Array, Array]:
-    """Generic answer check: code 1 (NaN) or 2 (+-inf) and the first offending flat index."""
-    flat = jnp.concatenate([jnp.ravel(leaf) for leaf in jax.tree.leaves(answer)])
-    nan, inf = jnp.isnan(flat), jnp.isinf(flat)
-    code = jnp.where(jnp.any(nan), 1, jnp.where(jnp.any(inf), 2, 0)).astype(jnp.int32)
-    return code, jnp.argmax(jnp.where(code == 1, nan, inf)).astype(jnp.int32)
-
-
 def make_context(process, plan: Plan, keys: Array, validate: bool = True) -> Context:
-    answer_defect = getattr(process, "answer_defect", None) or (
-        lambda x, step, answer: nonfinite_defect(answer)
-    )
     block_rows = max(1, plan.seq_block)
     block_answer_shape = None
     if block_rows < plan.answer_rows:  # only then is a recursion block's answer a part
@@ -121,7 +110,7 @@ def make_context(process, plan: Plan, keys: Array, validate: bool = True) -> Con
         plan=plan,
         keys=keys,
         validate=validate,
-        answer_defect=answer_defect,
+        answer_defect=process.answer_defect,
         depth=jnp.asarray(plan.depth),
         batch_sizes=jnp.asarray(plan.batch_sizes),
         block_answer_shape=block_answer_shape,

@@ -36,6 +36,7 @@ from jax import Array
 from numpyro_autospec.oracles.base import FunctionOracle, as_oracle
 from numpyro_autospec.oracles.consistency import check_block_form_signature
 from numpyro_autospec.oracles.validation import (
+    OracleError,
     check_permutation,
     check_values_in_support,
     describe_defect,
@@ -266,6 +267,9 @@ class AnyOrderProcess:
         return x._replace(values=x.values.at[self._site(x, k)].set(value.astype(jnp.int32)))
 
     # -- validation --------------------------------------------------------------------------
+    #: the exception of a defective oracle answer found by the samplers' validation
+    defect_error = OracleError
+
     def answer_defect(self, x: AnyOrderState, k: Array, answer: Array) -> tuple[Array, Array]:
         """``(code, site)`` of the first defect of ``answer`` (``query(x, k, .)`` or
         ``score_block(x, k, .)``: rows of free sites in step order; traceable; code 0: none),

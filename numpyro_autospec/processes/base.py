@@ -106,6 +106,21 @@ class Process(Protocol):
     def output(self, x: State, final_answer: Answer | None) -> Any:
         """The sample returned to the user (``final_answer = query(x, N)`` if needed)."""
 
+    #: the exception of a defective oracle answer
+    #: (:class:`~numpyro_autospec.oracles.OracleError`; a diffusion's
+    #: :class:`~numpyro_autospec.denoisers.DenoiserError`)
+    defect_error: type[Exception]
+
+    def answer_defect(self, x: State, k: Array, answer: Answer) -> tuple[Array, Array]:
+        """``(code, row)`` of the first defect of an answer to a query at step ``k``
+        (``query`` or ``score_block``; traceable; code 0: none, the codes of
+        :mod:`numpyro_autospec.defects`).  The samplers check every answer with it when they
+        validate."""
+
+    def describe_defect(self, code: int, row: int, step: int) -> str:
+        """Host side: the sentence for a defect found by :meth:`answer_defect`, naming the
+        site, the user's function, the row and the step."""
+
 
 @runtime_checkable
 class BlockScoringProcess(Process, Protocol):

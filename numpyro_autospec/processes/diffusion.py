@@ -55,7 +55,7 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
-from numpyro_autospec.defects import describe_defect
+from numpyro_autospec.defects import describe_defect, nonfinite_defect
 from numpyro_autospec.denoisers.validation import (
     DenoiserError,
     check_denoiser_signature,
@@ -310,8 +310,13 @@ class DiffusionProcess:
             raise ValueError(f"site {self.name!r}: output needs final_answer = query(x, num_steps)")
         return final_answer
 
-    #: the exception of a defective denoiser answer found by the engine's validation
+    #: the exception of a defective denoiser answer found by the samplers' validation
     defect_error = DenoiserError
+
+    def answer_defect(self, x: DiffusionState, k: Array, answer: Array) -> tuple[Array, Array]:
+        """``(code, entry)`` of the first NaN or infinity of a denoiser answer
+        (:func:`~numpyro_autospec.defects.nonfinite_defect`; code 0: none)."""
+        return nonfinite_defect(answer)
 
     def describe_defect(self, code: int, row: int, step: int) -> str:
         """Host side: the sentence for a defective denoiser answer found by the engine (the
