@@ -322,13 +322,17 @@ def enumeration_round(context: Context, state: EngineState, lanes: int) -> Engin
 
 def bucketed(state: EngineState, demand: Array, sizes, call) -> EngineState:
     """``call(state, size)`` in the smallest bucket size that holds ``demand`` (skipped
-    when ``demand`` is 0): one ``switch`` whose first branch skips, so that an accelerator
-    reads one branch index back per shape and round, not a predicate and then an index."""
-    choice = jnp.where(demand > 0, 1 + jnp.sum(jnp.asarray(sizes)[:-1] < demand), 0)
-    branches = [lambda state: state] + [
-        lambda state, size=size: call(state, size) for size in sizes
-    ]
-    return jax.lax.switch(choice, branches, state)
+    when ``demand`` is 0).
+
+    A ``cond`` around a ``switch``: one ``switch`` whose first branch skips reads one branch
+    index back per shape and round instead of two on an accelerator, but it made a round of
+    the uniform oracle at ``n = 1024`` 30% slower on the CPU and no faster on an H200
+    (docs/benchmarks.md, "What a round costs beside the oracle")."""
+    choice = jnp.sum(jnp.asarray(sizes)[:-1] < demand)
+    branches = [lambda state, size=size: call(state, size) for size in sizes]
+    return jax.lax.cond(
+        demand > 0, lambda state: jax.lax.switch(choice, branches, state), lambda s: s, state
+    )
 
 
 def scoring_calls(
