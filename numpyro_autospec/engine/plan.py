@@ -286,9 +286,15 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         query_buckets = buckets(max_queries, item_bytes=nbytes(row_shape) + nbytes(x_shape))
     if capacity.max_transitions is None:
         # every micro-step gathers max_transitions slots in each of its phases, whether they
-        # move or not, so max_transitions * slot_bytes is per-micro-step memory traffic: keep
-        # it near 1 MiB (measured at n = 1024: 16 runs 7x faster than 288, see docs/engine.md)
-        max_transitions = max(1, min(num_slots, max(16, (1 << 20) // slot_bytes)))
+        # move or not, and runs each transition on all of them, so max_transitions *
+        # slot_bytes is per-micro-step memory traffic: keep it near 1 MiB, with 16 lanes
+        # while they move at most 4 MiB and at least 2 lanes (docs/engine.md: 16 lanes ran
+        # 7x faster than 288 at n = 1024, q = 2; at n = 1024, q = 98 a one-draw pool drew
+        # 2.5x faster with 4 lanes than with 16)
+        lanes = (1 << 20) // slot_bytes
+        if lanes < 16:
+            lanes = max(2, min(16, (4 << 20) // slot_bytes))
+        max_transitions = max(1, min(num_slots, lanes))
     else:
         max_transitions = int(capacity.max_transitions)
         if max_transitions < 1:
