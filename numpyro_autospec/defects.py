@@ -146,7 +146,16 @@ def describe_defect(
 def nonfinite_defect(answer) -> tuple[Array, Array]:
     """The generic check of an answer (any pytree; traceable): ``(code, entry)``, code
     :data:`DEFECT_NAN` or :data:`DEFECT_INFINITE` (0: none) and the first offending entry of
-    the flattened leaves."""
+    the flattened leaves.  A NaN outranks an infinity.
+
+    >>> import jax.numpy as jnp
+    >>> [int(value) for value in nonfinite_defect(jnp.array([0.0, 1.0]))]
+    [0, 0]
+    >>> [int(value) for value in nonfinite_defect(jnp.array([1.0, jnp.inf, jnp.nan]))]
+    [1, 2]
+    >>> [int(value) for value in nonfinite_defect({"a": jnp.zeros(2), "b": -jnp.inf})]
+    [2, 2]
+    """
     flat = jnp.concatenate([jnp.ravel(leaf) for leaf in jax.tree.leaves(answer)])
     nan, inf = jnp.isnan(flat), jnp.isinf(flat)
     code = jnp.where(jnp.any(nan), 1, jnp.where(jnp.any(inf), 2, 0)).astype(jnp.int32)

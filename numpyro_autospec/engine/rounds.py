@@ -327,7 +327,7 @@ def bucketed(state: EngineState, demand: Array, sizes, call) -> EngineState:
     A ``cond`` around a ``switch``: one ``switch`` whose first branch skips reads one branch
     index back per shape and round instead of two on an accelerator, but it made a round of
     the uniform oracle at ``n = 1024`` 30% slower on the CPU and no faster on an H200
-    (docs/benchmarks.md, "What a round costs beside the oracle")."""
+    (docs/benchmarks.md, "Asking before each micro-step")."""
     choice = jnp.sum(jnp.asarray(sizes)[:-1] < demand)
     branches = [lambda state, size=size: call(state, size) for size in sizes]
     return jax.lax.cond(
