@@ -83,7 +83,7 @@ def record_defect(context: Context, state, valid, x, step, answers, slot, pool) 
     if x is None:
         codes, rows_hit = jax.vmap(nonfinite_defect)(answers)
     else:
-        codes, rows_hit = jax.vmap(context.answer_defect)(x, step, answers)
+        codes, rows_hit = jax.vmap(context.process.answer_defect)(x, step, answers)
     return keep_first_defect(state, valid & (codes > 0), codes, rows_hit, step, pool.draw[slot])
 
 
@@ -296,7 +296,9 @@ def enumeration_round(context: Context, state: EngineState, lanes: int) -> Engin
         # every configuration's rows, checked against its lane's state (the configurations
         # differ in the block's values only, which no check reads)
         codes, rows_hit = jax.vmap(
-            lambda x, step, rows: jax.vmap(context.answer_defect, (None, None, 0))(x, step, rows)
+            lambda x, step, rows: jax.vmap(context.process.answer_defect, (None, None, 0))(
+                x, step, rows
+            )
         )(x, start + 1, result.rows)  # [lanes, C]
         bad = valid[:, None] & result.valid & (codes > 0)
         configurations = bad.shape[1]

@@ -10,7 +10,6 @@ the root windows' verification buffers, and the first defective answer).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -67,7 +66,6 @@ class Context(NamedTuple):
     plan: Plan
     keys: Array  # [num_draws, 2]: draw i is the reference's draw with key keys[i]
     validate: bool  # check every oracle answer (rounds.record_defect)
-    answer_defect: Callable  # (x, step, answer) -> (code, row); code 0: no defect
     depth: Array  # plan.depth: nesting levels below a block of m steps
     batch_sizes: Array  # plan.batch_sizes: trials of residual batch r
     #: shapes of ``query(x, a, plan.seq_block)``: the leading part of a speculation answer
@@ -110,7 +108,6 @@ def make_context(process, plan: Plan, keys: Array, validate: bool = True) -> Con
         plan=plan,
         keys=keys,
         validate=validate,
-        answer_defect=process.answer_defect,
         depth=jnp.asarray(plan.depth),
         batch_sizes=jnp.asarray(plan.batch_sizes),
         block_answer_shape=block_answer_shape,
