@@ -246,18 +246,10 @@ def block_round(
     )
     rows = state.rows
     if window:
-
-        def flat(tree):
-            return jax.tree.map(lambda leaf: leaf.reshape((-1,) + leaf.shape[2:]), tree)
-
+        flat = jax.tree.map(lambda leaf: leaf.reshape((-1,) + leaf.shape[2:]), answers)
+        lanes_slot = jnp.repeat(slot, length)
         rows = write_window_rows(
-            plan,
-            rows,
-            pool,
-            in_block.reshape(-1),
-            jnp.repeat(slot, length),
-            steps.reshape(-1),
-            flat(answers),
+            plan, rows, pool, in_block.reshape(-1), lanes_slot, steps.reshape(-1), flat
         )
     pool = pool._replace(
         log_mu_block=log_mu_block,
@@ -323,13 +315,9 @@ def enumeration_round(context: Context, state: EngineState, lanes: int) -> Engin
 
 
 def bucketed(state: EngineState, demand: Array, sizes, call) -> EngineState:
-    """``call(state, size)`` in the smallest bucket size that holds ``demand`` (skipped
-    when ``demand`` is 0).
-
-    A ``cond`` around a ``switch``: one ``switch`` whose first branch skips reads one branch
-    index back per shape and round instead of two on an accelerator, but it made a round of
-    the uniform oracle at ``n = 1024`` 30% slower on the CPU and no faster on an H200
-    (docs/benchmarks.md, "Asking before each micro-step")."""
+    """``call(state, size)`` in the smallest bucket size that holds ``demand``, skipped when
+    ``demand`` is 0: a ``cond`` around a ``switch`` (one ``switch`` with a skipping branch was
+    slower: docs/benchmarks.md, "Asking before each micro-step")."""
     choice = jnp.sum(jnp.asarray(sizes)[:-1] < demand)
     branches = [lambda state, size=size: call(state, size) for size in sizes]
     return jax.lax.cond(

@@ -43,13 +43,14 @@ from numpyro_autospec.engine.state import (
     initial_state,
     make_context,
 )
-from numpyro_autospec.engine.transitions import advance, is_local, scored
+from numpyro_autospec.engine.transitions import advance, advancing, scored
 from numpyro_autospec.engine.trials import (
     admit,
     cancel_orphans,
     candidates,
     orphans,
     report_trials,
+    reporting,
     resolvable,
     resolve_waiting,
 )
@@ -69,25 +70,28 @@ __all__ = [
 ]
 
 
+def completing(pool) -> Array:
+    """Roots whose output :func:`complete_draws` writes."""
+    return pool.status == Status.COMPLETE
+
+
 def complete_draws(context: Context, pool, output, done):
     """Write the outputs of up to ``max_transitions`` completed draws and free their slots;
     returns ``(pool, output, done, any completed)``."""
     plan = context.plan
     num_slots = plan.num_slots
-    (completing,) = jnp.nonzero(
-        pool.status == Status.COMPLETE, size=plan.max_transitions, fill_value=num_slots
-    )
-    valid = completing < num_slots
+    (slot,) = jnp.nonzero(completing(pool), size=plan.max_transitions, fill_value=num_slots)
+    valid = slot < num_slots
 
     def complete(carry):
         pool, output, done = carry
-        roots = gather(pool, jnp.minimum(completing, num_slots - 1))
+        roots = gather(pool, jnp.minimum(slot, num_slots - 1))
         final = roots.answer if plan.final_query else None
         outputs = jax.vmap(context.process.output)(roots.x, final)
         draw_target = jnp.where(valid, roots.draw, plan.num_draws)
         output = scatter(output, draw_target, outputs)
         done = done.at[draw_target].set(True, mode="drop")
-        freed = jnp.where(valid, completing, num_slots)
+        freed = jnp.where(valid, slot, num_slots)
         pool = pool._replace(
             status=pool.status.at[freed].set(Status.FREE, mode="drop"),
             epoch=pool.epoch.at[freed].add(1, mode="drop"),
@@ -140,17 +144,15 @@ def transitions_pending(context: Context, pool) -> Array:
     step does nothing when this is false)."""
     plan = context.plan
     resolved, exhausted = resolvable(context, pool)
-    status = pool.status
+    verifying = scored(plan, pool) & pool.verifying if plan.policy.rule is not None else False
     moves = (
         orphans(pool, plan.num_slots)
-        | (status == Status.REPORT)
+        | reporting(pool)
         | resolved
         | exhausted
-        | scored(plan, pool)
-        | is_local(pool)
-        | (status == Status.SPECULATE)
-        | (status == Status.FINISHED)
-        | (status == Status.COMPLETE)
+        | verifying
+        | advancing(plan, pool)
+        | completing(pool)
     )
     return jnp.any(moves)
 

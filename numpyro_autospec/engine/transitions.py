@@ -39,6 +39,7 @@ __all__ = [
     "next_block",
     "scored",
     "is_local",
+    "advancing",
     "phase",
     "advance",
 ]
@@ -220,6 +221,19 @@ def phase(plan: Plan, pool: Pool, mask: Array, transition) -> tuple[Pool, Array]
         )
 
     return jax.lax.cond(jnp.any(mask), apply, lambda pool: pool, pool), jnp.any(mask)
+
+
+def advancing(plan: Plan, pool: Pool) -> Array:
+    """Slots :func:`advance` would move: the masks of its phases (local steps, speculations,
+    acceptance tests of scored recursion blocks, finished ranges) on ``pool``.  Each phase
+    reads the pool the earlier ones left, so when none is set here none moves anything."""
+    status = pool.status
+    return (
+        is_local(pool)
+        | (status == Status.SPECULATE)
+        | (scored(plan, pool) & ~pool.verifying)
+        | (status == Status.FINISHED)
+    )
 
 
 def advance(context: Context, pool: Pool) -> tuple[Pool, Array]:

@@ -35,6 +35,7 @@ from numpyro_autospec.rejection import trial_keys
 __all__ = [
     "orphans",
     "cancel_orphans",
+    "reporting",
     "report_trials",
     "resolvable",
     "resolve_waiting",
@@ -74,11 +75,16 @@ def cancel_orphans(pool: Pool, num_slots: int) -> tuple[Pool, Array]:
     return pool, jnp.any(orphan)
 
 
+def reporting(pool: Pool) -> Array:
+    """Finished trials that :func:`report_trials` reports to their parents."""
+    return pool.status == Status.REPORT
+
+
 def report_trials(pool: Pool, num_slots: int, lanes: int) -> tuple[Pool, Array]:
     """Up to ``lanes`` finished trials tell their parent; the smallest accepted index wins (its
     state, target log-density and lookahead answer go to the parent).  The reporters are
     freed.  Returns the pool and whether any trial reported."""
-    (reporter,) = jnp.nonzero(pool.status == Status.REPORT, size=lanes, fill_value=num_slots)
+    (reporter,) = jnp.nonzero(reporting(pool), size=lanes, fill_value=num_slots)
     valid = reporter < num_slots
 
     def report(pool):
