@@ -70,6 +70,14 @@ __all__ = [
 ]
 
 
+def verifiable(plan: Plan, pool) -> Array:
+    """Root windows whose scoring round is done, which :func:`micro_step` verifies (none
+    without root windows)."""
+    if plan.policy.rule is None:
+        return jnp.zeros(pool.status.shape, bool)
+    return scored(plan, pool) & pool.verifying
+
+
 def completing(pool) -> Array:
     """Roots whose output :func:`complete_draws` writes."""
     return pool.status == Status.COMPLETE
@@ -119,8 +127,7 @@ def micro_step(context: Context, state: EngineState) -> tuple[EngineState, Array
     # 4. root windows whose scoring round is done: verification (per draw)
     verified = jnp.array(False)
     if plan.policy.rule is not None:
-        ready = scored(plan, pool) & pool.verifying
-        pool, verified = verify_windows(context, pool, state.rows, ready)
+        pool, verified = verify_windows(context, pool, state.rows, verifiable(plan, pool))
     # 5. transitions of up to max_transitions tasks each
     pool, moved = advance(context, pool)
     # 6. completed draws: write their outputs and free their slots
@@ -144,13 +151,12 @@ def transitions_pending(context: Context, pool) -> Array:
     step does nothing when this is false)."""
     plan = context.plan
     resolved, exhausted = resolvable(context, pool)
-    verifying = scored(plan, pool) & pool.verifying if plan.policy.rule is not None else False
     moves = (
         orphans(pool, plan.num_slots)
         | reporting(pool)
         | resolved
         | exhausted
-        | verifying
+        | verifiable(plan, pool)
         | advancing(plan, pool)
         | completing(pool)
     )

@@ -39,6 +39,9 @@ __all__ = [
     "next_block",
     "scored",
     "is_local",
+    "speculating",
+    "deciding",
+    "finishing",
     "advancing",
     "phase",
     "advance",
@@ -223,17 +226,25 @@ def phase(plan: Plan, pool: Pool, mask: Array, transition) -> tuple[Pool, Array]
     return jax.lax.cond(jnp.any(mask), apply, lambda pool: pool, pool), jnp.any(mask)
 
 
+def speculating(pool: Pool) -> Array:
+    """Slots :func:`speculate` moves: blocks whose ``O_a`` is known."""
+    return pool.status == Status.SPECULATE
+
+
+def deciding(plan: Plan, pool: Pool) -> Array:
+    """Slots :func:`decide` moves: recursion blocks (not root windows) whose scoring is done."""
+    return scored(plan, pool) & ~pool.verifying
+
+
+def finishing(pool: Pool) -> Array:
+    """Slots :func:`finish` moves: finished ranges."""
+    return pool.status == Status.FINISHED
+
+
 def advancing(plan: Plan, pool: Pool) -> Array:
-    """Slots :func:`advance` would move: the masks of its phases (local steps, speculations,
-    acceptance tests of scored recursion blocks, finished ranges) on ``pool``.  Each phase
+    """Slots :func:`advance` would move: the masks of its phases on ``pool``.  Each phase
     reads the pool the earlier ones left, so when none is set here none moves anything."""
-    status = pool.status
-    return (
-        is_local(pool)
-        | (status == Status.SPECULATE)
-        | (scored(plan, pool) & ~pool.verifying)
-        | (status == Status.FINISHED)
-    )
+    return is_local(pool) | speculating(pool) | deciding(plan, pool) | finishing(pool)
 
 
 def advance(context: Context, pool: Pool) -> tuple[Pool, Array]:
@@ -242,23 +253,20 @@ def advance(context: Context, pool: Pool) -> tuple[Pool, Array]:
     the pool and whether any task moved."""
     plan = context.plan
     pool, moved_local = phase(plan, pool, is_local(pool), functools.partial(local_step, context))
-    speculating = pool.status == Status.SPECULATE
+    speculative = speculating(pool)
     if plan.block_speculation:
         # windows speculate from whole answers, recursion blocks from their leading rows
         pool, moved_window = phase(
-            plan, pool, speculating & pool.verifying, functools.partial(speculate, context, False)
+            plan, pool, speculative & pool.verifying, functools.partial(speculate, context, False)
         )
         pool, moved_block = phase(
-            plan, pool, speculating & ~pool.verifying, functools.partial(speculate, context, True)
+            plan, pool, speculative & ~pool.verifying, functools.partial(speculate, context, True)
         )
         moved_speculate = moved_window | moved_block
     else:
         pool, moved_speculate = phase(
-            plan, pool, speculating, functools.partial(speculate, context, False)
+            plan, pool, speculative, functools.partial(speculate, context, False)
         )
-    ready = scored(plan, pool) & ~pool.verifying
-    pool, moved_decide = phase(plan, pool, ready, functools.partial(decide, context))
-    pool, moved_finish = phase(
-        plan, pool, pool.status == Status.FINISHED, functools.partial(finish, context)
-    )
+    pool, moved_decide = phase(plan, pool, deciding(plan, pool), functools.partial(decide, context))
+    pool, moved_finish = phase(plan, pool, finishing(pool), functools.partial(finish, context))
     return pool, moved_local | moved_speculate | moved_decide | moved_finish
