@@ -123,6 +123,15 @@ def per_draw(outputs: list, field: str) -> np.ndarray:
     return np.concatenate([np.ravel(np.asarray(getattr(out, field))) for out in outputs])
 
 
+def standard_error(values) -> float:
+    """Standard error of the mean of ``values`` (0 for a single value): 16 keys give the mean
+    of a heavy-tailed cost to about a quarter of its spread, so the table prints it beside the
+    mean (16 keys of the random MLP once took 6.8 rounds on the mean where 512 draws take 9.0,
+    docs/benchmarks.md)."""
+    values = np.asarray(values, float)
+    return float(np.std(values, ddof=1) / np.sqrt(values.size)) if values.size > 1 else 0.0
+
+
 def measure_sampler(sampler, draws: int, repeats: int, name: str) -> dict:
     """The ``name_*`` columns of one sampler ``sampler(keys) -> Samples``: seconds per draw
     (mean, median and slowest over the ``repeats`` one-draw calls, whose draws the rounds and
@@ -136,10 +145,12 @@ def measure_sampler(sampler, draws: int, repeats: int, name: str) -> dict:
     return {
         f"{name}_compile_s": round(first - float(np.median(seconds)), 2),
         f"{name}_s_per_draw": float(np.mean(seconds)),
+        f"{name}_s_se": standard_error(seconds),
         f"{name}_s_median": float(np.median(seconds)),
         f"{name}_s_max": float(np.max(seconds)),
         f"{name}_draws_per_s": draws / float(np.mean(seconds_many)),
         f"{name}_rounds": float(np.mean(rounds)),
+        f"{name}_rounds_se": standard_error(rounds),
         f"{name}_rounds_max": int(np.max(rounds)),
         f"{name}_queries": float(np.mean(queries)),
         f"{name}_conditionals": float(np.mean(conditionals)),
@@ -217,18 +228,21 @@ def memory_table(rows: list[dict]) -> str:
 
 def table(rows: list[dict]) -> str:
     header = (
-        "| case | config | sequential s/draw | autospec s/draw (mean / median / slowest) "
-        "| speed-up (mean / median draw) | speed-up, {d} draws | rounds (seq / auto mean / max) "
+        "| case | config | sequential s/draw | autospec s/draw (mean ± se / median / slowest) "
+        "| speed-up (mean / median draw) | speed-up, {d} draws "
+        "| rounds (seq / auto mean ± se / max) "
         "| queries (seq / auto) | conditionals auto (mean / max) | peak RSS MB |"
     ).format(d=rows[0]["draws"] if rows else "")
     lines = [header, "|" + "---|" * 10]
     for r in rows:
         lines.append(
             f"| {r['case']} | {r['config']} | {r['sequential_s_per_draw']:.4f} "
-            f"| {r['autospec_s_per_draw']:.4f} / {r['autospec_s_median']:.4f} "
+            f"| {r['autospec_s_per_draw']:.4f} ± {r['autospec_s_se']:.4f} "
+            f"/ {r['autospec_s_median']:.4f} "
             f"/ {r['autospec_s_max']:.4f} "
             f"| {r['speedup_one']:.2f}x / {r['speedup_median']:.2f}x | {r['speedup_many']:.2f}x "
             f"| {r['sequential_rounds']:.0f} / {r['autospec_rounds']:.1f} "
+            f"± {r['autospec_rounds_se']:.1f} "
             f"/ {r['autospec_rounds_max']} "
             f"| {r['sequential_queries']:.0f} / {r['autospec_queries']:.1f} "
             f"| {r['autospec_conditionals']:.0f} / {r['autospec_conditionals_max']} "
