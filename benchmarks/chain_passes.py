@@ -4,9 +4,10 @@ space, for a batch of queries as a speculation round asks them.
 The engine's speculation round calls the oracle's ``log_marginals`` on every lane of its
 bucket (:func:`numpyro_autospec.engine.rounds.speculation_round`); for the Ising chain that is
 a forward-backward pass of ``n - 1`` sequential steps per lane.  This script times the two
-passes of :mod:`numpyro_autospec.oracles.chain_messages` (``log_messages``, the rows the oracle
-gave before, and ``linear_log_marginals``, what it uses within ``LINEAR_SPACE_BOUND``), and the
-oracle's own ``ising_chain_log_marginals``, each ``jax.vmap``-ed over ``--lanes`` queries
+passes of :mod:`numpyro_autospec.oracles.chain_messages` (``log_space_marginals``, the rows
+the oracle gave before, and ``linear_space_marginals``, what it uses within
+``LINEAR_SPACE_BOUND``), and the oracle's own ``ising_chain_log_marginals``, each
+``jax.vmap``-ed over ``--lanes`` queries
 (random pinned values on random masks) and jitted, on the homogeneous chain with coupling
 ``--coupling``; it checks that the rows agree.  Prints a table, writes
 ``results/chain_passes.{csv,png}``.
@@ -28,26 +29,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from numpyro_autospec.oracles.chain_messages import linear_log_marginals, log_messages
+from numpyro_autospec.oracles.chain_messages import linear_space_marginals, log_space_marginals
 from numpyro_autospec.oracles.ising_chain import IsingChainOracle, ising_chain_log_marginals
 from numpyro_autospec.script_help import script_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def log_space(couplings, fields, x, mask):
-    off_value = mask[:, None] & (x[:, None] != jnp.arange(2)[None, :])
-    messages = log_messages(couplings, fields, jnp.where(off_value, -jnp.inf, 0.0))
-    marginals = messages.forward + messages.backward
-    return marginals - jax.nn.logsumexp(marginals, axis=-1, keepdims=True)
-
-
-def linear_space(couplings, fields, x, mask):
-    off_value = mask[:, None] & (x[:, None] != jnp.arange(2)[None, :])
-    return linear_log_marginals(couplings, fields, jnp.where(off_value, 0.0, 1.0))
-
-
-PASSES = {"log space": log_space, "linear space": linear_space, "oracle": ising_chain_log_marginals}
+PASSES = {
+    "log space": log_space_marginals,
+    "linear space": linear_space_marginals,
+    "oracle": ising_chain_log_marginals,
+}
 
 
 def milliseconds(function, arguments, repeats: int) -> tuple[float, np.ndarray]:

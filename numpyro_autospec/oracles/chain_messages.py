@@ -30,7 +30,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-__all__ = ["Messages", "log_messages", "linear_log_marginals", "chain_log_marginals"]
+__all__ = [
+    "Messages",
+    "log_messages",
+    "log_space_marginals",
+    "linear_space_marginals",
+    "chain_log_marginals",
+]
 
 SPINS = np.array([-1.0, 1.0], np.float32)
 SPIN_PRODUCTS = np.outer(SPINS, SPINS)[None, :, :]  # [1, 2, 2], s * s'
@@ -79,11 +85,27 @@ def log_messages(couplings: Array, fields: Array, clamp: Array) -> Messages:
     return Messages(forward, backward, unary, pair, log_partition)
 
 
-def linear_log_marginals(couplings: Array, fields: Array, allowed: Array) -> Array:
-    """Log conditional marginals ``[n, 2]`` by forward-backward in linear space, ``allowed:
-    [n, 2]`` 1 for the values a site may take (0 off a pinned value); exact only within
-    :data:`LINEAR_SPACE_BOUND` (module docstring).  The steps are written entry by entry
-    (two values), which XLA runs on all the lanes of a batched query at once."""
+def _off_value(x: Array, mask: Array) -> Array:
+    """``[n, 2]``: true for the value a pinned site does not take."""
+    x, mask = jnp.asarray(x), jnp.asarray(mask, bool)
+    return mask[:, None] & (x[:, None] != jnp.arange(2)[None, :])
+
+
+def log_space_marginals(couplings: Array, fields: Array, x: Array, mask: Array) -> Array:
+    """Log conditional marginals ``[n, 2]`` given ``x`` on ``mask`` by forward-backward in log
+    space (:func:`log_messages`, pinned values clamped at -inf): any finite parameters."""
+    clamp = jnp.where(_off_value(x, mask), -jnp.inf, 0.0)
+    messages = log_messages(couplings, fields, clamp)
+    marginals = messages.forward + messages.backward
+    return marginals - jax.nn.logsumexp(marginals, axis=-1, keepdims=True)
+
+
+def linear_space_marginals(couplings: Array, fields: Array, x: Array, mask: Array) -> Array:
+    """Log conditional marginals ``[n, 2]`` given ``x`` on ``mask`` by forward-backward in
+    linear space; exact only within :data:`LINEAR_SPACE_BOUND` (module docstring).  The steps
+    are written entry by entry (two values), which XLA runs on all the lanes of a batched
+    query at once."""
+    allowed = jnp.where(_off_value(x, mask), 0.0, 1.0)
     unary_log = jnp.asarray(fields)[:, None] * SPINS[None, :]
     unary = jnp.exp(unary_log - jnp.max(unary_log, axis=1, keepdims=True)) * allowed
     pair_log = jnp.asarray(couplings)[:, None, None] * SPIN_PRODUCTS
@@ -126,19 +148,15 @@ def chain_log_marginals(couplings: Array, fields: Array, x: Array, mask: Array) 
     [0.5, 0.5]
     [0.5, 0.5]
     """
-    x, mask = jnp.asarray(x), jnp.asarray(mask, bool)
     couplings = jnp.asarray(couplings, jnp.float32)
     fields = jnp.asarray(fields, jnp.float32)
-    off_value = mask[:, None] & (x[:, None] != jnp.arange(2)[None, :])
-    largest_coupling = jnp.max(jnp.abs(couplings), initial=0.0)
-    size = 4.0 * largest_coupling + 2.0 * jnp.max(jnp.abs(fields))
-
-    def in_log_space() -> Array:
-        messages = log_messages(couplings, fields, jnp.where(off_value, -jnp.inf, 0.0))
-        marginals = messages.forward + messages.backward
-        return marginals - jax.nn.logsumexp(marginals, axis=-1, keepdims=True)
-
-    def in_linear_space() -> Array:
-        return linear_log_marginals(couplings, fields, jnp.where(off_value, 0.0, 1.0))
-
-    return jax.lax.cond(size <= LINEAR_SPACE_BOUND, in_linear_space, in_log_space)
+    size = 4.0 * jnp.max(jnp.abs(couplings), initial=0.0) + 2.0 * jnp.max(jnp.abs(fields))
+    return jax.lax.cond(
+        size <= LINEAR_SPACE_BOUND,
+        linear_space_marginals,
+        log_space_marginals,
+        couplings,
+        fields,
+        x,
+        mask,
+    )
