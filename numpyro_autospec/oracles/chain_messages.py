@@ -54,6 +54,11 @@ class Messages(NamedTuple):
     pair: Array  # [n - 1, 2, 2], J_i s s'
     log_partition: Array  # scalar, log of the total (clamped) weight
 
+    def log_marginals(self) -> Array:
+        """``[n, 2]`` log marginals of the (clamped) chain: forward plus backward, normalized."""
+        marginals = self.forward + self.backward
+        return marginals - jax.nn.logsumexp(marginals, axis=-1, keepdims=True)
+
 
 def log_messages(couplings: Array, fields: Array, clamp: Array) -> Messages:
     """Forward-backward in log space given clamp log-potentials ``clamp: [n, 2]`` (0 or
@@ -95,9 +100,7 @@ def log_space_marginals(couplings: Array, fields: Array, x: Array, mask: Array) 
     """Log conditional marginals ``[n, 2]`` given ``x`` on ``mask`` by forward-backward in log
     space (:func:`log_messages`, pinned values clamped at -inf): any finite parameters."""
     clamp = jnp.where(_off_value(x, mask), -jnp.inf, 0.0)
-    messages = log_messages(couplings, fields, clamp)
-    marginals = messages.forward + messages.backward
-    return marginals - jax.nn.logsumexp(marginals, axis=-1, keepdims=True)
+    return log_messages(couplings, fields, clamp).log_marginals()
 
 
 def linear_space_marginals(couplings: Array, fields: Array, x: Array, mask: Array) -> Array:

@@ -321,10 +321,7 @@ class IsingChainOracle(AnyOrderOracle):
 
     def site_marginals(self) -> np.ndarray:
         """Exact unconditional :math:`P(x_i = v)`, float64 numpy of shape ``[n, 2]``."""
-        messages = self._unclamped()
-        log_marginals = messages.forward + messages.backward
-        log_marginals = log_marginals - jax.nn.logsumexp(log_marginals, axis=-1, keepdims=True)
-        return np.exp(np.asarray(log_marginals, np.float64))
+        return np.exp(np.asarray(self._unclamped().log_marginals(), np.float64))
 
     def bond_expectations(self) -> np.ndarray:
         r"""Exact unconditional :math:`E[s_i s_{i+1}]`, float64 numpy of shape ``[n - 1]``.
