@@ -58,6 +58,7 @@ import arviz
 import jax
 import jax.numpy as jnp
 import matplotlib
+from csv_tables import write_csv
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -592,10 +593,7 @@ def merge(paths: list[str]) -> list[dict]:
 def write(rows: list[dict], args: argparse.Namespace) -> list[dict]:
     """The CSV, the table and the plots."""
     stem = os.path.join(args.out_dir, args.name)
-    with open(stem + ".csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(stem + ".csv", rows, FIELDS)
     command = "python benchmarks/alternatives.py " + " ".join(sys.argv[1:])
     with open(stem + ".txt", "w") as handle:
         commits = ", ".join(sorted({entry["commit"] for entry in rows}))

@@ -20,13 +20,13 @@ Targets: ``cw:BETA`` (Curie-Weiss), ``ising:J`` (uniform chain, no field),
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import os
 import time
 
 import jax
 import numpy as np
+from csv_tables import write_csv
 
 from numpyro_autospec.engine import run
 from numpyro_autospec.oracles import (
@@ -179,11 +179,7 @@ def main(args: argparse.Namespace) -> None:
                 print(table([row]).splitlines()[-1], flush=True)
     print()
     print(table(rows))
-    os.makedirs(os.path.dirname(os.path.abspath(args.csv)), exist_ok=True)
-    with open(args.csv, "w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.csv, rows)
     plot(rows, os.path.splitext(args.csv)[0] + ".png")
 
 

@@ -21,13 +21,13 @@ Seconds are machine- and load-dependent: compare the ratios of one run (docs/ben
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from csv_tables import write_csv
 
 from numpyro_autospec.oracles.chain_messages import linear_space_marginals, log_space_marginals
 from numpyro_autospec.oracles.ising_chain import IsingChainOracle, ising_chain_log_marginals
@@ -107,12 +107,8 @@ def main(args: argparse.Namespace) -> list[dict]:
             f"| {row['n']} | {lanes} | {row['log space ms']:.3f} | {row['linear space ms']:.3f} "
             f"| {row['oracle ms']:.3f} | {row['speed-up']:.2f}x | {row['rows agree']} |"
         )
-    os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, "chain_passes")
-    with open(stem + ".csv", "w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(stem + ".csv", rows)
     plot(rows, stem + ".png")
     print(f"saved {stem}.csv and {stem}.png")
     return rows

@@ -31,7 +31,6 @@ Seconds are machine- and load-dependent: compare the ratios of one run (docs/ben
 from __future__ import annotations
 
 import argparse
-import csv
 import importlib.util
 import os
 import platform
@@ -39,6 +38,7 @@ import time
 
 import jax
 import numpy as np
+from csv_tables import write_csv
 
 from numpyro_autospec.script_help import script_parser
 
@@ -216,10 +216,7 @@ def main(args: argparse.Namespace) -> list[dict]:
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "code_infilling.txt"), "w") as file:
         file.write(text + "\n")
-    with open(os.path.join(args.out, "code_infilling.csv"), "w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(os.path.join(args.out, "code_infilling.csv"), rows)
     plot(rows, n, os.path.join(args.out, "code_infilling.png"))
     return rows
 

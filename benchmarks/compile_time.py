@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import io
 import json
 import os
@@ -45,6 +44,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from csv_tables import write_csv
 
 from numpyro_autospec.script_help import script_parser
 
@@ -341,12 +342,8 @@ def main(args: argparse.Namespace) -> None:
             print(table(rows[-1:]).splitlines()[-1], flush=True)
     print()
     print(table(rows))
-    os.makedirs(args.output, exist_ok=True)
     stem = os.path.join(args.output, "compile_time" + (f"_{args.label}" if args.label else ""))
-    with open(stem + ".csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(stem + ".csv", rows, COLUMNS)
     plot(rows, stem + ".png")
     print(f"\nwrote {stem}.csv and {stem}.png")
 

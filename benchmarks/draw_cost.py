@@ -21,13 +21,13 @@ for each call); every configuration is exact, so they differ in cost only.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 import time
 
 import jax
 import numpy as np
+from csv_tables import write_csv
 
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.script_help import script_parser
@@ -112,11 +112,7 @@ def main(args: argparse.Namespace) -> None:
             f"| {r['median']:.0f} | {r['p90']:.0f} | {r['p99']:.0f} | {r['max']:.0f} "
             f"| {r['top5_share']:.2f} |"
         )
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, f"draw_cost_{args.case}.csv"), "w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(os.path.join(args.out, f"draw_cost_{args.case}.csv"), rows)
     plot(results, args.case, os.path.join(args.out, f"draw_cost_{args.case}.png"))
 
 

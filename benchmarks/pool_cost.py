@@ -21,13 +21,13 @@ per draw are those of the remaining calls, which draw every key once more after 
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 import time
 
 import jax
 import numpy as np
+from csv_tables import write_csv
 
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.script_help import script_parser
@@ -103,13 +103,8 @@ def main(args: argparse.Namespace) -> None:
             f"| {r['ms_per_draw']:.1f} | {r['mean_rounds']:.2f} / {r['max_rounds']} "
             f"| {r['mean_conditionals']:.0f} | {r['same_draws']} |"
         )
-    os.makedirs(args.out, exist_ok=True)
     suffix = "" if args.config == "autospec:" else "_" + args.config.strip(":").replace(":", "_")
-    path = os.path.join(args.out, f"pool_cost_{args.case}{suffix}.csv")
-    with open(path, "w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    path = write_csv(os.path.join(args.out, f"pool_cost_{args.case}{suffix}.csv"), rows)
     print(f"saved {path}")
 
 

@@ -29,7 +29,6 @@ Seconds are machine- and load-dependent: compare the ratios of one run (docs/ben
 from __future__ import annotations
 
 import argparse
-import csv
 import functools
 import os
 import re
@@ -37,6 +36,7 @@ import time
 
 import jax
 import numpy as np
+from csv_tables import write_csv
 
 from numpyro_autospec.script_help import script_parser
 
@@ -257,12 +257,8 @@ def main(args: argparse.Namespace) -> list[dict]:
     print(HEADER)
     print("|" + "---|" * 10)
     rows = [row for size in args.sizes for row in measure(size, args.num_categories, args.draws)]
-    os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, "round_cost" + (f"_{args.label}" if args.label else ""))
-    with open(stem + ".csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(stem + ".csv", rows)
     plot(rows, stem + ".png")
     print(f"wrote {stem}.csv and {stem}.png")
     return rows

@@ -37,6 +37,7 @@ import sys
 import time
 
 import numpy as np
+from csv_tables import write_csv
 
 from numpyro_autospec.oracles import AnyOrderOracle
 from numpyro_autospec.script_help import script_parser
@@ -509,10 +510,7 @@ def main(args):
         # earlier rows are kept; columns added since they were written are left empty
         rows = read_csv(path) + out
         fields = list(out[0]) + [k for k in (rows[0] if rows else {}) if k not in out[0]]
-        with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fields, restval="")
-            writer.writeheader()
-            writer.writerows(rows)
+        write_csv(path, rows, fields)
         return out
 
     path = args.csv or os.path.join(RESULTS, "rounds_engine.csv")

@@ -31,7 +31,6 @@ Seconds are machine- and load-dependent: compare the ratios of one run (docs/ben
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import resource
@@ -41,6 +40,7 @@ import time
 
 import jax
 import numpy as np
+from csv_tables import write_csv
 
 from numpyro_autospec.script_help import script_parser
 
@@ -312,10 +312,7 @@ def main(args: argparse.Namespace) -> None:
     print(format_table(rows))
     os.makedirs(args.out, exist_ok=True)
     name = "memory.csv" if args.memory else "seconds.csv"
-    with open(os.path.join(args.out, name), "w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(os.path.join(args.out, name), rows)
     if args.memory:
         return
     plot(rows, os.path.join(args.out, "seconds.png"))

@@ -23,7 +23,6 @@ ratios of one run (docs/benchmarks.md).
 from __future__ import annotations
 
 import argparse
-import csv
 import hashlib
 import json
 import os
@@ -32,6 +31,7 @@ import sys
 import time
 
 import numpy as np
+from csv_tables import write_csv
 
 from numpyro_autospec.script_help import script_parser
 
@@ -156,12 +156,8 @@ def main(args: argparse.Namespace) -> None:
     if len(digests) != 1:
         raise SystemExit(f"the draws differ between device counts: {digests}")
     print("same draws, rounds and queries for every device count")
-    os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, f"sharding_{rows[0]['platform']}")
-    with open(stem + ".csv", "w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(stem + ".csv", rows)
     title = (
         f"Random MLP oracle, n = {args.num_positions}, hidden {args.hidden}, "
         f"{args.draws} draws per call ({rows[0]['platform']})"

@@ -20,13 +20,13 @@ Example::
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import sys
 import time
 
 import numpy as np
+from csv_tables import write_csv
 
 from numpyro_autospec.script_help import script_parser
 
@@ -171,13 +171,6 @@ def plot(rows, path: str) -> None:
     plt.close(figure)
 
 
-def write_csv(rows, path: str) -> None:
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def main(args) -> None:
     os.makedirs(RESULTS, exist_ok=True)
     csv_path = os.path.join(RESULTS, f"{args.output}.csv")
@@ -187,7 +180,7 @@ def main(args) -> None:
         rows.extend(target_rows)
         print(f"{target} (n = {args.size}): warmup candidates\n{tuning.table()}", flush=True)
         print(table(target_rows).splitlines()[-1], flush=True)
-        write_csv(rows, csv_path)  # after every target: a long run keeps what it measured
+        write_csv(csv_path, rows)  # after every target: a long run keeps what it measured
     print(table(rows))
     plot(rows, os.path.join(RESULTS, f"{args.output}.png"))
     print(f"wrote {csv_path} and {args.output}.png")
