@@ -177,15 +177,15 @@ def settle(context: Context, state: EngineState) -> EngineState:
     launches and host-read conditionals)."""
 
     def cond(carry):
-        _, moves, count = carry
-        return moves & (count < 100_000)
+        state, count = carry
+        return pending(context, state) & (count < 100_000)
 
     def body(carry):
-        state, _, count = carry
+        state, count = carry
         state, _ = micro_step(context, state)
-        return state, pending(context, state), count + 1
+        return state, count + 1
 
-    state, _, _ = jax.lax.while_loop(cond, body, (state, pending(context, state), jnp.array(0)))
+    state, _ = jax.lax.while_loop(cond, body, (state, jnp.array(0)))
     return state
 
 
