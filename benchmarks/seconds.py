@@ -310,7 +310,6 @@ def main(args: argparse.Namespace) -> None:
         return
     print()
     print(format_table(rows))
-    os.makedirs(args.out, exist_ok=True)
     name = "memory.csv" if args.memory else "seconds.csv"
     write_csv(os.path.join(args.out, name), rows)
     if args.memory:

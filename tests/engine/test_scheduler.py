@@ -283,7 +283,8 @@ def test_pending_says_whether_a_micro_step_moves(name, capacity):
     program the capacity checks compile)."""
     process = AnyOrderProcess(random_table(3), N, Q)
     num_draws = 12
-    keys = engine_keys(jax.random.split(jax.random.PRNGKey(14), num_draws))
+    draw_keys = jax.random.split(jax.random.PRNGKey(14), num_draws)
+    keys = engine_keys(draw_keys)
     config = CONFIGS[name]
     context = make_context(
         process, plan(process, config, capacity or Capacity(), num_draws, keys[0]), keys
@@ -306,7 +307,5 @@ def test_pending_says_whether_a_micro_step_moves(name, capacity):
     assert admission_only > 0
     # the run drew what engine.run draws from the same keys (in the program that
     # test_capacities_do_not_change_draws and test_draws_equal_the_reference compile)
-    value, _, _ = draws_of_keys(
-        process, jax.random.split(jax.random.PRNGKey(14), num_draws), config, capacity
-    )
+    value, _, _ = draws_of_keys(process, draw_keys, config, capacity)
     np.testing.assert_array_equal(state.output, value)
