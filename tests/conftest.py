@@ -20,6 +20,16 @@ environment variables below are set before JAX initializes its backend.
   loaded programs too.
 * ``jax_numpy_rank_promotion="raise"``: implicit rank promotion is an error (as in Diffrax's
   ``test/conftest.py``), so shape bugs cannot hide behind broadcasting.
+* ``jax_cpu_enable_async_dispatch=False``: every computation runs in the thread that calls
+  it.  The reference sampler (a Python loop over small jitted programs, each result read back
+  at once) and the eager operations of the docstring examples dispatch thousands of tiny
+  programs, and handing each to XLA's own thread costs more than running it: with the setting,
+  ``tests/test_reference.py`` and ``tests/engine/test_block_form.py`` took 348 and 351 s
+  instead of 396 and 426 s, with 467 and 471 s of user CPU instead of 552 and 598 s (one
+  process each, alternated, fresh compilation caches; docs/benchmarks.md, "The test suite's
+  time").  The programs and their results are the same; only where they run differs.  The
+  subprocesses that run the documentation, the examples and several host devices keep JAX's
+  default, as a reader's shell does.
 * Heaviest files first (:func:`pytest_collection_modifyitems`, with ``--dist loadfile
   --no-loadscope-reorder`` in ``pyproject.toml``): each file runs in one xdist worker, and a
   file of a few long tests handed out last keeps one worker busy while the other idles
@@ -57,6 +67,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 
 jax.config.update("jax_platforms", os.environ["JAX_PLATFORMS"])
 jax.config.update("jax_numpy_rank_promotion", "raise")
+jax.config.update("jax_cpu_enable_async_dispatch", False)
 
 settings.register_profile(
     "ci",
