@@ -27,13 +27,11 @@ import time
 import jax
 import numpy as np
 from csv_tables import write_csv
+from rounds import project_oracle
 
 from numpyro_autospec.engine import run
 from numpyro_autospec.oracles import (
     AnyOrderOracle,
-    CurieWeissOracle,
-    HopfieldOracle,
-    IsingChainOracle,
 )
 from numpyro_autospec.processes import AnyOrderProcess
 from numpyro_autospec.script_help import script_parser
@@ -55,23 +53,10 @@ class SetFormOnly(AnyOrderOracle):
         return self.oracle.log_marginals(x, mask)
 
 
-def make_oracle(target: str, n: int) -> AnyOrderOracle:
-    """The project's oracle for a target name (``cw:1.0``, ``ising:0.2``, ``hopfield:16,2.0``)."""
-    kind, _, parameter = target.partition(":")
-    if kind == "cw":
-        return CurieWeissOracle(n, beta=float(parameter))
-    if kind == "ising":
-        return IsingChainOracle.uniform(n, coupling=float(parameter))
-    if kind == "hopfield":
-        patterns, beta = parameter.split(",")
-        return HopfieldOracle.random(jax.random.PRNGKey(0), n, int(patterns), float(beta))
-    raise ValueError(f"unknown target {target!r}")
-
-
 def measure(target: str, n: int, form: str, draws: int, draws_per_call: int, seed: int) -> dict:
     """Rounds, queries and conditionals of ``draws`` engine draws (``draws_per_call`` per jitted
     call), their keys fixed by ``seed`` (the same for both forms)."""
-    oracle = make_oracle(target, n)
+    oracle = project_oracle(target, n)
     if form == "derived":
         oracle = SetFormOnly(oracle)
     process = AnyOrderProcess(oracle, n, 2)
