@@ -30,6 +30,17 @@ machine; the seconds do (compare within one run).
     .venv/bin/python benchmarks/compile_profile.py --case ising-1024 --draws 8
     .venv/bin/python benchmarks/compile_profile.py --no-validate          # without answer checks
     .venv/bin/python benchmarks/compile_profile.py --llvm-ir --case mlp-256   # with the IR
+
+With ``--part`` the script compiles one part of the engine's loop on its own instead of the
+whole run (the context and initial state that ``engine.run`` builds for the same keys), which
+says what each part costs to compile: ``one_round`` (the transitions, then the queries),
+``settle`` (the transitions' loop), ``query_round``, ``micro_step``, ``advance`` (the
+transition phases) or ``admit``.  ``--set-form`` hides the oracle's block form (its
+conditionals derived from ``log_marginals``), which takes the two block-scoring call sites
+out of the program; with ``--config autospec:enumerate=0`` the enumeration's goes too:
+
+    .venv/bin/python benchmarks/compile_profile.py --part query_round
+    .venv/bin/python benchmarks/compile_profile.py --set-form --config autospec:enumerate=0
 """
 
 from __future__ import annotations
@@ -50,8 +61,18 @@ from numpyro_autospec.script_help import script_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from rounds import sampler_config  # noqa: E402  (benchmarks/ on the path first)
+from block_forms import SetFormOnly  # noqa: E402  (benchmarks/ on the path first)
+from rounds import sampler_config  # noqa: E402
 from seconds import make_process  # noqa: E402
+
+from numpyro_autospec.engine import Capacity, plan  # noqa: E402
+from numpyro_autospec.engine.keys import engine_keys  # noqa: E402
+from numpyro_autospec.engine.rounds import query_round  # noqa: E402
+from numpyro_autospec.engine.scheduler import micro_step, one_round, settle  # noqa: E402
+from numpyro_autospec.engine.state import initial_state, make_context  # noqa: E402
+from numpyro_autospec.engine.transitions import advance  # noqa: E402
+from numpyro_autospec.engine.trials import admit  # noqa: E402
+from numpyro_autospec.processes import AnyOrderProcess  # noqa: E402
 
 #: the functions of the scheduler's micro-step and round that a piece is attributed to
 PARTS = (
@@ -66,6 +87,16 @@ PARTS = (
     "initial_state",
     "report_failure",
 )
+#: the parts ``--part`` compiles on their own: ``function(context, state)``
+PART_FUNCTIONS = {
+    "run": None,
+    "one_round": one_round,
+    "settle": settle,
+    "query_round": query_round,
+    "micro_step": lambda context, state: micro_step(context, state)[0],
+    "advance": lambda context, state: advance(context, state.pool)[0],
+    "admit": lambda context, state: admit(context, state.pool, state).pool,
+}
 #: instructions that are not kernels of their own
 NOT_KERNELS = {"parameter", "get-tuple-element", "tuple", "constant", "bitcast"}
 #: the package's source files, as named in the module's metadata
@@ -214,6 +245,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         action="store_true",
         help="also measure the optimized LLVM IR of each kernel (XLA dumps it; slower compile)",
     )
+    parser.add_argument(
+        "--part", default="run", choices=sorted(PART_FUNCTIONS), help="what is compiled"
+    )
+    parser.add_argument(
+        "--set-form",
+        action="store_true",
+        help="the oracle without its block form (no block-scoring call sites)",
+    )
     parser.add_argument("--top", type=int, default=15, help="functions listed")
     parser.add_argument(
         "--out", default=os.path.join(HERE, "results"), help="directory for the CSV"
@@ -234,11 +273,24 @@ def main(args: argparse.Namespace) -> dict:
         ).strip()
 
     process = make_process(args.case)
+    if args.set_form:
+        process = AnyOrderProcess(
+            SetFormOnly(process.oracle), process.num_positions, process.num_categories
+        )
     config = sampler_config(args.config, process.num_steps)
     keys = jax.random.split(jax.random.PRNGKey(0), args.draws)
-    function = jax.jit(lambda keys: engine.run(process, keys, config, validate=args.validate))
+    if args.part == "run":
+        function = jax.jit(lambda keys: engine.run(process, keys, config, validate=args.validate))
+        argument = keys
+    else:
+        wrapped = engine_keys(keys)
+        sizes = plan(process, config, Capacity(), args.draws, wrapped[0])
+        context = make_context(process, sizes, wrapped, validate=args.validate)
+        argument = jax.jit(lambda: initial_state(context))()
+        part = PART_FUNCTIONS[args.part]
+        function = jax.jit(lambda state: part(context, state))
     start = time.perf_counter()
-    traced = function.trace(keys)
+    traced = function.trace(argument)
     traced_at = time.perf_counter()
     lowered = traced.lower()
     lowered_at = time.perf_counter()
@@ -253,7 +305,8 @@ def main(args: argparse.Namespace) -> dict:
     kernels, instructions, functions = profile(compiled.as_text())
     total_kernels, total_instructions = sum(kernels.values()), sum(instructions.values())
     print(
-        f"{args.case}, {args.draws} draw(s), {args.config}, validate={args.validate}: "
+        f"{args.case}, {args.draws} draw(s), {args.config}, validate={args.validate}, "
+        f"part {args.part}{', set form' if args.set_form else ''}: "
         + ", ".join(f"{name} {value:.2f}" for name, value in seconds.items())
     )
     print(f"\n{'part':<18}{'kernels':>9}{'instructions':>14}{'share':>8}")
@@ -285,6 +338,8 @@ def main(args: argparse.Namespace) -> dict:
         print(f"\nCSV saved to {ir_path}")
 
     suffix = "" if args.validate else "_no-validate"
+    suffix += "" if args.part == "run" else f"_{args.part}"
+    suffix += "_set-form" if args.set_form else ""
     path = os.path.join(args.out, f"compile_profile_{args.case}x{args.draws}{suffix}.csv")
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
