@@ -7,10 +7,19 @@ denoising diffusion in :math:`\\tilde O(\\sqrt n)` rounds of oracle calls instea
 
 * :class:`AutospecKernel` -- a NumPyro ``MCMCKernel`` returning exact independent draws;
 * :class:`AnyOrderAR`, :class:`StochasticLocalization` -- distributions carrying an oracle;
-* :class:`SamplerConfig` -- the engine's knobs (none of them changes the law).
+* :class:`SamplerConfig` -- the engine's knobs (none of them changes the law);
+* :class:`AutospecError` -- the base of every error the package raises on bad input
+  (:mod:`numpyro_autospec.exceptions`).
 """
 
 from numpyro_autospec.config import SamplerConfig
+from numpyro_autospec.exceptions import AutospecError
 from numpyro_autospec.numpyro import AnyOrderAR, AutospecKernel, StochasticLocalization
 
-__all__ = ["AnyOrderAR", "AutospecKernel", "SamplerConfig", "StochasticLocalization"]
+__all__ = [
+    "AnyOrderAR",
+    "AutospecError",
+    "AutospecKernel",
+    "SamplerConfig",
+    "StochasticLocalization",
+]

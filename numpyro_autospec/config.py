@@ -31,6 +31,7 @@ import math
 from typing import Any, NamedTuple
 
 from numpyro_autospec.enumeration import enumeration_size
+from numpyro_autospec.exceptions import ConfigError
 
 __all__ = ["SamplerConfig", "RootPolicy", "AfterWindow", "METHODS", "RULES", "DIFFUSION_GROWTH"]
 
@@ -258,7 +259,7 @@ class SamplerConfig(NamedTuple):
     'assd'
     >>> SamplerConfig(method="gibbs").validate()  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    ValueError: method must be one of (...), got 'gibbs'
+    numpyro_autospec.exceptions.ConfigError: method must be one of (...), got 'gibbs'
     """
 
     method: str = "autospec"
@@ -289,7 +290,7 @@ class SamplerConfig(NamedTuple):
         enumeration = enumeration_size(self.residual_enumeration, num_categories) if discrete else 0
         if self.method in ("assd", "block"):
             if not discrete:
-                raise ValueError(
+                raise ConfigError(
                     f"method={self.method!r} verifies steps one by one and needs a process with "
                     "discrete steps (DiscreteStepProcess); use method='autospec'"
                 )
@@ -298,7 +299,7 @@ class SamplerConfig(NamedTuple):
             return RootPolicy(rule, k, 0, k, k, 0, 0, leaf, growth)
         windows = discrete if self.root_windows is None else bool(self.root_windows)
         if windows and not discrete:
-            raise ValueError(
+            raise ConfigError(
                 "root_windows=True needs a process with discrete steps (DiscreteStepProcess)"
             )
         if not windows:
@@ -335,19 +336,19 @@ class SamplerConfig(NamedTuple):
 
     def validate(self) -> SamplerConfig:
         if self.method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+            raise ConfigError(f"method must be one of {METHODS}, got {self.method!r}")
         for name in ("block_size", "window", "min_window", "max_window", "fallback"):
             value = getattr(self, name)
             if value is not None and int(value) < 1:
-                raise ValueError(f"{name} must be >= 1 or None, got {value}")
+                raise ConfigError(f"{name} must be >= 1 or None, got {value}")
         if self.floor is not None and int(self.floor) < 0:
-            raise ValueError(f"floor must be >= 0 or None, got {self.floor}")
+            raise ConfigError(f"floor must be >= 0 or None, got {self.floor}")
         if int(self.window_growth) < 0 or int(self.window_growth) != self.window_growth:
-            raise ValueError(f"window_growth must be an integer >= 0, got {self.window_growth}")
+            raise ConfigError(f"window_growth must be an integer >= 0, got {self.window_growth}")
         if int(self.leaf_size) < 1:
-            raise ValueError(f"leaf_size must be >= 1, got {self.leaf_size}")
+            raise ConfigError(f"leaf_size must be >= 1, got {self.leaf_size}")
         if self.growth is not None and not (self.growth > 0 and math.isfinite(self.growth)):
-            raise ValueError(f"growth must be a positive number, got {self.growth}")
+            raise ConfigError(f"growth must be a positive number, got {self.growth}")
         if int(self.residual_enumeration) < 0:
-            raise ValueError(f"residual_enumeration must be >= 0, got {self.residual_enumeration}")
+            raise ConfigError(f"residual_enumeration must be >= 0, got {self.residual_enumeration}")
         return self

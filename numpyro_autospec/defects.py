@@ -31,6 +31,8 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from numpyro_autospec.exceptions import AutospecError
+
 __all__ = [
     "DEFECT_INFINITE",
     "DEFECT_NAN",
@@ -64,7 +66,7 @@ DEFECT_POSINF = DEFECT_INFINITE
 """Alias of :data:`DEFECT_INFINITE` (the any-order oracles' former name)."""
 
 
-class OracleError(ValueError):
+class OracleError(AutospecError):
     """An oracle (any-order oracle or denoiser) or one of its parameters breaks the contract:
     shape, dtype, tracing, a non-finite parameter, NaN, an illegal infinity, an unnormalized
     row, a bad time.

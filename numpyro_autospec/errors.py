@@ -45,6 +45,8 @@ import numpy as np
 from jax import Array
 from jax.extend.core import get_opaque_trace_state
 
+from numpyro_autospec.exceptions import AutospecError
+
 # the user-facing names; the deposit and collection machinery below is used by the engine and
 # the kernel and documented for contributors
 __all__ = ["Failure", "project_error", "project_errors"]
@@ -277,7 +279,8 @@ def project_error(error: BaseException) -> BaseException | None:
 
     Example
     -------
-    The project's own exceptions pass through, others give ``None``
+    The project's own exceptions (:class:`~numpyro_autospec.AutospecError`) pass through,
+    others give ``None``
     (:func:`project_errors` shows a compiled program that aborted):
 
     >>> from numpyro_autospec.oracles import OracleError
@@ -285,9 +288,7 @@ def project_error(error: BaseException) -> BaseException | None:
     >>> project_error(error) is error, project_error(ValueError("not the project's"))
     (True, None)
     """
-    from numpyro_autospec.defects import OracleError
-
-    if isinstance(error, OracleError):
+    if isinstance(error, AutospecError):
         return error
     if not isinstance(error, jax.errors.JaxRuntimeError):
         return None

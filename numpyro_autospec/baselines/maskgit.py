@@ -36,6 +36,7 @@ from jax import Array
 
 from numpyro_autospec.engine import Samples
 from numpyro_autospec.engine.keys import engine_keys
+from numpyro_autospec.exceptions import ConfigError, InputError
 from numpyro_autospec.processes.any_order import AnyOrderProcess
 
 __all__ = ["ORDERS", "cosine_schedule", "maskgit_draw", "maskgit_run", "uniform_schedule"]
@@ -80,27 +81,27 @@ def cosine_schedule(num_steps: int, num_rounds: int) -> tuple[int, ...]:
 def _check_sizes(num_steps, num_rounds) -> tuple[int, int]:
     for name, value in (("num_steps", num_steps), ("num_rounds", num_rounds)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
     if num_rounds > num_steps:
-        raise ValueError(f"num_rounds = {num_rounds} exceeds num_steps = {num_steps}")
+        raise ConfigError(f"num_rounds = {num_rounds} exceeds num_steps = {num_steps}")
     return int(num_steps), int(num_rounds)
 
 
 def _check(process, schedule: Sequence[int], order: str) -> np.ndarray:
     if not isinstance(process, AnyOrderProcess):
-        raise ValueError(f"MaskGIT decoding needs an AnyOrderProcess, got {type(process).__name__}")
+        raise InputError(f"MaskGIT decoding needs an AnyOrderProcess, got {type(process).__name__}")
     if process.oracle.depends_on_order:
-        raise ValueError(
+        raise ConfigError(
             f"site {process.name!r}: MaskGIT decoding needs the set form log_marginals; "
             f"{process.oracle_name} depends on the order of the prefix"
         )
     if order not in ORDERS:
-        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+        raise ConfigError(f"order must be one of {ORDERS}, got {order!r}")
     counts = np.asarray(schedule)
     if counts.ndim != 1 or counts.size == 0 or not np.issubdtype(counts.dtype, np.integer):
-        raise ValueError(f"schedule must be a non-empty sequence of integers, got {schedule!r}")
+        raise ConfigError(f"schedule must be a non-empty sequence of integers, got {schedule!r}")
     if np.any(counts < 1) or int(counts.sum()) != process.num_steps:
-        raise ValueError(
+        raise ConfigError(
             f"site {process.name!r}: the schedule must unmask at least one site per round and "
             f"{process.num_steps} free sites in all, got {counts.tolist()} (sum {counts.sum()})"
         )

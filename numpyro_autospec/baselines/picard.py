@@ -47,6 +47,7 @@ from jax import Array
 
 from numpyro_autospec.engine import Samples
 from numpyro_autospec.engine.keys import engine_keys
+from numpyro_autospec.exceptions import ConfigError, InputError
 from numpyro_autospec.processes.diffusion import DiffusionProcess
 
 __all__ = ["picard_draw", "picard_run"]
@@ -63,15 +64,15 @@ class _Iteration(NamedTuple):
 
 def _check(process, window_size, tolerance) -> int:
     if not isinstance(process, DiffusionProcess):
-        raise ValueError(f"Picard iteration needs a DiffusionProcess, got {type(process).__name__}")
+        raise InputError(f"Picard iteration needs a DiffusionProcess, got {type(process).__name__}")
     if isinstance(window_size, bool) or not isinstance(window_size, int | np.integer):
-        raise ValueError(f"window_size must be a positive integer, got {window_size!r}")
+        raise ConfigError(f"window_size must be a positive integer, got {window_size!r}")
     if window_size < 1:
-        raise ValueError(f"window_size must be a positive integer, got {window_size}")
+        raise ConfigError(f"window_size must be a positive integer, got {window_size}")
     if not isinstance(tolerance, jax.core.Tracer) and not (
         np.ndim(tolerance) == 0 and float(tolerance) >= 0
     ):
-        raise ValueError(f"tolerance must be a scalar >= 0 (inf allowed), got {tolerance!r}")
+        raise ConfigError(f"tolerance must be a scalar >= 0 (inf allowed), got {tolerance!r}")
     return min(int(window_size), process.num_steps)
 
 

@@ -28,6 +28,8 @@ import numpy as np
 from jax import Array
 from jax.extend.random import define_prng_impl, threefry_prng_impl
 
+from numpyro_autospec.exceptions import InputError
+
 __all__ = ["STRAIGHT_THREEFRY", "threefry2x32", "engine_keys"]
 
 #: the rotations of the two alternating groups of four rounds
@@ -66,7 +68,7 @@ def _counters(shape) -> tuple[Array, Array]:
     counters for splits and random bits)."""
     size = math.prod(shape)
     if size >= 2**32:
-        raise ValueError(f"at most 2**32 - 1 random values at once, got shape {shape}")
+        raise InputError(f"at most 2**32 - 1 random values at once, got shape {shape}")
     low = jnp.arange(size, dtype=jnp.uint32).reshape(shape)
     return jnp.zeros(shape, jnp.uint32), low
 
@@ -111,7 +113,7 @@ def engine_keys(keys) -> Array:
     is partitionable (its default), so that they give the same bits; else their raw data as
     given.
 
-    :raises ValueError: the keys are not a batch (their raw data is not two-dimensional).
+    :raises InputError: the keys are not a batch (their raw data is not two-dimensional).
 
     >>> import jax
     >>> keys = engine_keys(jax.random.split(jax.random.PRNGKey(0), 3))
@@ -125,7 +127,7 @@ def engine_keys(keys) -> Array:
     else:
         threefry = jax.config.jax_default_prng_impl == "threefry2x32"
     if keys.ndim != 2:
-        raise ValueError(f"keys must be a batch of PRNG keys of shape [D, 2], got {keys.shape}")
+        raise InputError(f"keys must be a batch of PRNG keys of shape [D, 2], got {keys.shape}")
     if not (threefry and jax.config.jax_threefry_partitionable and keys.shape[-1] == 2):
         return keys
     return jax.random.wrap_key_data(keys, impl=STRAIGHT_THREEFRY)

@@ -17,6 +17,7 @@ from jax.sharding import Mesh
 
 from numpyro_autospec.config import RootPolicy, SamplerConfig
 from numpyro_autospec.engine.sharding import check_mesh
+from numpyro_autospec.exceptions import ConfigError
 from numpyro_autospec.processes.base import has_discrete_steps
 from numpyro_autospec.rejection import batch_size
 
@@ -256,7 +257,7 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
     else:
         num_slots = int(capacity.num_slots)
         if num_slots < minimum:
-            raise ValueError(
+            raise ConfigError(
                 f"capacity.num_slots={num_slots} is too small: recursion blocks of "
                 f"{recursion_block} steps nest {root_need} levels of residual trials: at least "
                 f"{minimum} slots are needed"
@@ -276,7 +277,7 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
     else:
         max_queries = int(capacity.max_queries)
         if max_queries < 1:
-            raise ValueError(f"capacity.max_queries must be >= 1, got {max_queries}")
+            raise ConfigError(f"capacity.max_queries must be >= 1, got {max_queries}")
     # bytes one item of each batch moves: its answer and a copy of its slot's state.  A process
     # with batched forms reads the pool in place, so bytes do not measure its queries' work (a
     # denoiser over a whole point cloud per query): its single-step batches keep every size
@@ -298,7 +299,7 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
     else:
         max_transitions = int(capacity.max_transitions)
         if max_transitions < 1:
-            raise ValueError(f"capacity.max_transitions must be >= 1, got {max_transitions}")
+            raise ConfigError(f"capacity.max_transitions must be >= 1, got {max_transitions}")
     verify_lanes = max(1, min(num_draws, max_transitions))
 
     def score_bytes(rows: int) -> int:

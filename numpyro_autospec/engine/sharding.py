@@ -24,10 +24,12 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
+from numpyro_autospec.exceptions import ConfigError
+
 __all__ = ["ShardingError", "check_mesh", "sharded_batch"]
 
 
-class ShardingError(ValueError):
+class ShardingError(ConfigError):
     """The device mesh given to the engine (``Capacity(mesh=...)``) is not usable.
 
     >>> import jax

@@ -37,6 +37,8 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
+from numpyro_autospec.exceptions import ConfigError
+
 __all__ = ["TwoStreamLayer", "content_mask", "content_offsets", "query_mask", "query_offsets"]
 
 
@@ -122,7 +124,7 @@ class TwoStreamLayer(eqx.Module):
         self, model_size: int, num_heads: int, num_positions: int, mlp_ratio: int = 4, *, key: Array
     ):
         if model_size % num_heads:
-            raise ValueError(f"model_size {model_size} is not a multiple of num_heads {num_heads}")
+            raise ConfigError(f"model_size {model_size} is not a multiple of num_heads {num_heads}")
         keys = jax.random.split(key, 6)
         self.num_heads = int(num_heads)
         slopes = 2.0 ** (-8.0 * jnp.arange(1, num_heads + 1) / num_heads)

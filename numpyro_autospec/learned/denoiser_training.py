@@ -47,6 +47,7 @@ from jax import Array
 from jax.typing import ArrayLike
 
 from numpyro_autospec.denoisers.validation import DenoiserError
+from numpyro_autospec.exceptions import ConfigError
 from numpyro_autospec.learned.checkpoints import load_or_train
 from numpyro_autospec.learned.denoiser import DenoiserConfig, LearnedDenoiser, data_statistics
 from numpyro_autospec.processes.time_grids import DEFAULT_DATA_VARIANCE, DEFAULT_T_MAX
@@ -146,7 +147,7 @@ def train_denoiser(
     :param data_variance: :math:`\sigma^2` of the time law (the sampler's grid).
     :param progress_bar: show a ``tqdm`` bar with the running loss.
     :return: the network and the batch loss before each step, float64 numpy ``[num_steps]``.
-    :raises DenoiserError: for bad data; ``ValueError`` for bad step settings.
+    :raises DenoiserError: for bad data; ``ConfigError`` for bad step settings.
 
     >>> import jax, jax.numpy as jnp, numpy as np
     >>> from numpyro_autospec.learned import data_statistics
@@ -165,9 +166,9 @@ def train_denoiser(
     data = check_denoiser_data(data, network.dim)
     for label, value in (("num_steps", num_steps), ("batch_size", batch_size)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise ValueError(f"train_denoiser: {label} must be a positive integer, got {value!r}")
+            raise ConfigError(f"train_denoiser: {label} must be a positive integer, got {value!r}")
     if not (math.isfinite(learning_rate) and learning_rate > 0):
-        raise ValueError(f"train_denoiser: learning_rate must be positive, got {learning_rate}")
+        raise ConfigError(f"train_denoiser: learning_rate must be positive, got {learning_rate}")
     mean, scale = data_statistics(data)
     if not np.any(scale > 0):
         raise DenoiserError(

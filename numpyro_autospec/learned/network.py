@@ -33,6 +33,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
+from numpyro_autospec.exceptions import ConfigError
+
 __all__ = ["MaskedMLP", "masked_inputs"]
 
 
@@ -104,7 +106,7 @@ class MaskedMLP(eqx.Module):
             ("depth", depth),
         ):
             if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-                raise ValueError(f"MaskedMLP: {label} must be an integer >= 1, got {value!r}")
+                raise ConfigError(f"MaskedMLP: {label} must be an integer >= 1, got {value!r}")
         n, q, hidden_size, depth = (
             int(v) for v in (num_positions, num_categories, hidden_size, depth)
         )
@@ -122,7 +124,7 @@ class MaskedMLP(eqx.Module):
         """Unnormalized logits :math:`z`, ``float32[n, q]`` (before the log-softmax)."""
         n, q = self.num_positions, self.num_categories
         if jnp.shape(x) != (n,) or jnp.shape(mask) != (n,):
-            raise ValueError(
+            raise ConfigError(
                 f"MaskedMLP: x and mask must have shape ({n},) (one query; vmap for a batch), "
                 f"got {jnp.shape(x)} and {jnp.shape(mask)}"
             )

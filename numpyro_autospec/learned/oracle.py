@@ -31,6 +31,7 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
+from numpyro_autospec.exceptions import InputError
 from numpyro_autospec.oracles.base import AnyOrderOracle
 from numpyro_autospec.oracles.validation import (
     check_oracle_signature,
@@ -82,7 +83,7 @@ class LearnedOracle(AnyOrderOracle):
     :param network: a JAX-traceable callable ``(int32[n], bool[n]) -> float[n, q]`` with integer
         attributes ``num_positions`` and ``num_categories``, e.g. a (trained)
         :class:`~numpyro_autospec.learned.MaskedMLP`.
-    :raises ValueError: if the network lacks the sizes.
+    :raises InputError: if the network lacks the sizes.
     :raises ~numpyro_autospec.oracles.OracleError: if it cannot be traced on one query or
         returns the wrong shape (checked abstractly, no computation).
 
@@ -104,7 +105,7 @@ class LearnedOracle(AnyOrderOracle):
         for label in ("num_positions", "num_categories"):
             value = getattr(network, label, None)
             if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-                raise ValueError(
+                raise InputError(
                     f"LearnedOracle: the network must have a positive integer attribute {label}, "
                     f"got {value!r} on {type(network).__name__}"
                 )
@@ -141,7 +142,7 @@ class LearnedOracle(AnyOrderOracle):
         configuration at flat index ``c`` of a ``(q,) * n`` table; at most :math:`2^{16}`)."""
         n, q = self.num_positions, self.num_categories
         if q**n > _MAX_CONFIGURATIONS:
-            raise ValueError(
+            raise InputError(
                 f"LearnedOracle: enumerating q^n = {q}^{n} configurations is too many "
                 f"(at most {_MAX_CONFIGURATIONS})"
             )

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from numpyro_autospec.exceptions import InputError
 from numpyro_autospec.oracles.base import AnyOrderOracle
 
 __all__ = ["fixed_order_law", "random_order_law"]
@@ -49,7 +50,7 @@ def _pinned(
         mask = np.asarray(observed_mask, bool)
         values = np.asarray(observed, np.int32)
         if mask.shape != (n,) or values.shape != (n,):
-            raise ValueError(f"observed and observed_mask must have shape ({n},)")
+            raise InputError(f"observed and observed_mask must have shape ({n},)")
     configurations = np.stack(np.unravel_index(np.arange(q**n), (q,) * n), axis=1)
     return mask, values, configurations.astype(np.int32)
 
@@ -66,7 +67,7 @@ def _laws(oracle: AnyOrderOracle, orders: np.ndarray, observed, observed_mask) -
     n, q = oracle.num_positions, oracle.num_categories
     mask, values, configurations = _pinned(n, q, observed, observed_mask)
     if len(orders) * q**n > _MAX_EVALUATIONS:
-        raise ValueError(
+        raise InputError(
             f"{len(orders)} orders x {q**n} configurations is too many to enumerate "
             f"(at most {_MAX_EVALUATIONS})"
         )
@@ -114,7 +115,7 @@ def fixed_order_law(
     n, q = oracle.num_positions, oracle.num_categories
     order = np.asarray(order, np.int32)
     if sorted(order.tolist()) != list(range(n)):
-        raise ValueError(f"order must be a permutation of range({n}), got {order.tolist()}")
+        raise InputError(f"order must be a permutation of range({n}), got {order.tolist()}")
     mask = np.zeros(n, bool) if observed_mask is None else np.asarray(observed_mask, bool)
     free_order = order[~mask[order]][None, :]
     law = _laws(oracle, _full_orders(mask, free_order), observed, observed_mask)[0]

@@ -25,6 +25,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from numpyro_autospec.exceptions import ConfigError, InputError
+
 __all__ = [
     "SYMBOLS",
     "UNKNOWN",
@@ -102,7 +104,7 @@ def split_by_file(files: Iterable[str], held_out_fraction: float = 0.1) -> tuple
     (1000, True, set())
     """
     if not 0 <= held_out_fraction <= 1:
-        raise ValueError(f"held_out_fraction must be in [0, 1], got {held_out_fraction}")
+        raise ConfigError(f"held_out_fraction must be in [0, 1], got {held_out_fraction}")
     train, held_out = [], []
     for path in files:
         (held_out if _file_hash(path) < held_out_fraction else train).append(path)
@@ -159,7 +161,7 @@ def load_code_corpus(
     root = stdlib or sysconfig.get_paths()["stdlib"]
     train_files, held_out_files = split_by_file(stdlib_source_files(root), held_out_fraction)
     if not train_files or not held_out_files:
-        raise ValueError(f"no source files to split under {root!r}")
+        raise InputError(f"no source files to split under {root!r}")
     train_files.sort(key=_file_hash)
     held_out_files.sort(key=_file_hash)
     return CodeCorpus(
@@ -181,6 +183,6 @@ def random_windows(
     """
     codes = np.asarray(codes, np.int32)
     if len(codes) < length:
-        raise ValueError(f"a text of {len(codes)} characters has no window of {length}")
+        raise InputError(f"a text of {len(codes)} characters has no window of {length}")
     starts = rng.integers(0, len(codes) - length + 1, size=count)
     return codes[starts[:, None] + np.arange(length)[None, :]]

@@ -35,6 +35,7 @@ import optax
 from jax import Array
 from jax.typing import ArrayLike
 
+from numpyro_autospec.exceptions import ConfigError, InputError
 from numpyro_autospec.learned.oracle import learned_log_marginals
 
 __all__ = ["any_order_loss", "check_training_data", "fit", "order_averaged_nll"]
@@ -43,32 +44,32 @@ __all__ = ["any_order_loss", "check_training_data", "fit", "order_averaged_nll"]
 def check_training_data(data: ArrayLike, num_positions: int, num_categories: int) -> np.ndarray:
     """Check concrete training data and return it as int32 numpy ``[N, n]``.
 
-    :raises ValueError: naming the shape, the dtype, or the first value outside ``[0, q)``.
+    :raises InputError: naming the shape, the dtype, or the first value outside ``[0, q)``.
 
     >>> check_training_data([[0, 2], [1, 1]], 2, 3).dtype
     dtype('int32')
     >>> check_training_data([[0, 3]], 2, 3)
     Traceback (most recent call last):
     ...
-    ValueError: data: value 3 at index (0, 1) is outside the categories [0, 3)
+    numpyro_autospec.exceptions.InputError: data: value 3 at index (0, 1) ... [0, 3)
     """
     if isinstance(data, jax.core.Tracer):
-        raise ValueError("data must be concrete (a numpy or JAX array), not traced")
+        raise InputError("data must be concrete (a numpy or JAX array), not traced")
     array = np.asarray(data)
     n, q = int(num_positions), int(num_categories)
     if array.ndim != 2 or array.shape[0] < 1 or array.shape[1] != n:
-        raise ValueError(
+        raise InputError(
             f"data must have shape [num_examples >= 1, num_positions = {n}], got {array.shape}"
         )
     if not np.issubdtype(array.dtype, np.integer):
-        raise ValueError(
+        raise InputError(
             f"data must hold category indices with an integer dtype, got {array.dtype} "
             "(binarize or quantize real data first)"
         )
     outside = np.argwhere((array < 0) | (array >= q))
     if outside.size:
         index = tuple(int(i) for i in outside[0])
-        raise ValueError(
+        raise InputError(
             f"data: value {int(array[index])} at index {index} is outside the categories [0, {q})"
         )
     return array.astype(np.int32)
@@ -156,7 +157,7 @@ def order_averaged_nll(
     """
     data = check_training_data(data, network.num_positions, network.num_categories)
     if num_orders < 1 or chunk_size < 1:
-        raise ValueError(
+        raise ConfigError(
             f"need num_orders >= 1 and chunk_size >= 1, got {num_orders}, {chunk_size}"
         )
     num_examples = data.shape[0]
@@ -219,7 +220,7 @@ def fit(
     :param optimizer: any ``optax.GradientTransformation`` instead of ``optax.adam``.
     :return: ``(trained network, losses)``, ``losses`` float64 numpy ``[num_steps]``: the
         batch objective (nats per configuration) at each step, before its update.
-    :raises ValueError: for data of the wrong shape, dtype or range, or bad step settings.
+    :raises AutospecError: for data of the wrong shape, dtype or range, or bad step settings.
 
     >>> import jax, numpy as np
     >>> from numpyro_autospec.learned import MaskedMLP
@@ -232,15 +233,17 @@ def fit(
     """
     n, q = getattr(network, "num_positions", None), getattr(network, "num_categories", None)
     if n is None or q is None:
-        raise ValueError("fit: the network must have num_positions and num_categories")
+        raise ConfigError("fit: the network must have num_positions and num_categories")
     data = check_training_data(data, n, q)
     for label, value in (("num_steps", num_steps), ("batch_size", batch_size)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise ValueError(f"fit: {label} must be a positive integer, got {value!r}")
+            raise ConfigError(f"fit: {label} must be a positive integer, got {value!r}")
     batch_size = int(batch_size)
     if optimizer is None:
         if not (math.isfinite(learning_rate) and learning_rate > 0):
-            raise ValueError(f"fit: learning_rate must be positive and finite, got {learning_rate}")
+            raise ConfigError(
+                f"fit: learning_rate must be positive and finite, got {learning_rate}"
+            )
         optimizer = _adam(float(learning_rate))
     opt_state = optimizer.init(eqx.filter(network, eqx.is_inexact_array))
     device_data = jnp.asarray(data)

@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
+from numpyro_autospec.exceptions import ConfigError
 from numpyro_autospec.learned.attention import (
     TwoStreamLayer,
     content_mask,
@@ -117,7 +118,7 @@ class TransformerOracle(eqx.Module, AnyOrderOracle):
         key: Array,
     ) -> None:
         if num_positions < 1 or num_categories < 1 or num_layers < 1:
-            raise ValueError("need num_positions, num_categories and num_layers >= 1")
+            raise ConfigError("need num_positions, num_categories and num_layers >= 1")
         keys = jax.random.split(key, num_layers + 5)
         self.num_positions = int(num_positions)
         self.num_categories = int(num_categories)

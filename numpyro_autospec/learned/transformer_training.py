@@ -36,6 +36,7 @@ import numpy as np
 import optax
 from jax import Array
 
+from numpyro_autospec.exceptions import ConfigError
 from numpyro_autospec.learned.transformer import TransformerOracle, inverse_permutation
 
 __all__ = [
@@ -145,11 +146,11 @@ def train_transformer(
 
     data = np.asarray(data, np.int32)
     if data.ndim not in (1, 2) or (data.ndim == 2 and data.shape[1] != model.num_positions):
-        raise ValueError(
+        raise ConfigError(
             f"data must be int[N, {model.num_positions}] sequences or a 1-D text, got {data.shape}"
         )
     if objective not in ("autoregressive", "prefix"):
-        raise ValueError(f"objective must be 'autoregressive' or 'prefix', not {objective!r}")
+        raise ConfigError(f"objective must be 'autoregressive' or 'prefix', not {objective!r}")
     warmup = max(1, min(num_steps // 10, 200) if warmup_steps is None else warmup_steps)
     schedule = optax.warmup_cosine_decay_schedule(
         0.0, learning_rate, warmup, max(num_steps, warmup + 1), learning_rate / 10
@@ -212,7 +213,7 @@ def bits_per_character(
     elif order == "left_to_right":
         orders = np.tile(np.arange(n, dtype=np.int32), (len(sequences), 1))
     else:
-        raise ValueError(f"order must be 'random' or 'left_to_right', not {order!r}")
+        raise ConfigError(f"order must be 'random' or 'left_to_right', not {order!r}")
     losses = eqx.filter_jit(jax.vmap(autoregressive_loss, in_axes=(None, 0, 0)))
     total = 0.0
     for start in range(0, len(sequences), batch_size):

@@ -26,6 +26,7 @@ import numpy as np
 from jax import Array
 from numpyro.distributions import Distribution, constraints
 
+from numpyro_autospec.exceptions import InputError
 from numpyro_autospec.oracles.base import AnyOrderOracle, as_oracle
 from numpyro_autospec.oracles.consistency import check_block_form_signature
 from numpyro_autospec.oracles.probes import validate_log_conditionals, validate_oracle
@@ -37,10 +38,10 @@ __all__ = ["AnyOrderAR", "OracleDistribution"]
 
 
 def positive_int(value, label: str) -> int:
-    """``value`` as an ``int`` if it is a positive integer, else a ``ValueError`` naming
-    ``label``."""
+    """``value`` as an ``int`` if it is a positive integer, else an
+    :class:`~numpyro_autospec.exceptions.InputError` naming ``label``."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"{label} must be a positive integer, got {value!r}")
+        raise InputError(f"{label} must be a positive integer, got {value!r}")
     return int(value)
 
 
@@ -228,7 +229,7 @@ class AnyOrderAR(OracleDistribution):
         for label, value in (("num_positions", n), ("num_categories", q)):
             declared = getattr(oracle, label, None)
             if declared is not None and int(declared) != value:
-                raise ValueError(
+                raise InputError(
                     f"AnyOrderAR: {label}={value} but the oracle has {label}={declared}"
                 )
         if isinstance(oracle, AnyOrderOracle) and oracle.depends_on_order:
@@ -237,31 +238,31 @@ class AnyOrderAR(OracleDistribution):
             check_oracle_signature(oracle, n, q, name=f"oracle {_oracle_label(oracle)}")
         if observed_mask is None:
             if observed is not None:
-                raise ValueError(
+                raise InputError(
                     "AnyOrderAR: observed given without observed_mask (to observe every entry, "
                     "use numpyro.sample(name, AnyOrderAR(...), obs=values))"
                 )
             mask_key = None
         else:
             if isinstance(observed_mask, jax.core.Tracer):
-                raise ValueError(
+                raise InputError(
                     "AnyOrderAR: observed_mask must be concrete, not traced (the number of "
                     "sampled entries is a static shape)"
                 )
             mask = np.asarray(observed_mask)
             if mask.shape != (n,) or mask.dtype != np.bool_:
-                raise ValueError(
+                raise InputError(
                     f"AnyOrderAR: observed_mask must be a bool array of shape ({n},), got "
                     f"{mask.dtype}{list(mask.shape)}"
                 )
             if observed is None:
-                raise ValueError("AnyOrderAR: observed_mask given without observed")
+                raise InputError("AnyOrderAR: observed_mask given without observed")
             if jnp.shape(observed) != (n,):
-                raise ValueError(
+                raise InputError(
                     f"AnyOrderAR: observed must have shape ({n},), got {jnp.shape(observed)}"
                 )
             if not jnp.issubdtype(jnp.result_type(observed), jnp.integer):
-                raise ValueError(
+                raise InputError(
                     f"AnyOrderAR: observed must have an integer dtype, got "
                     f"{jnp.result_type(observed)}"
                 )
@@ -295,8 +296,8 @@ class AnyOrderAR(OracleDistribution):
 
     def make_process(self, name: str) -> AnyOrderProcess:
         """The :class:`~numpyro_autospec.processes.AnyOrderProcess` of this distribution;
-        raises ``ValueError`` naming the site and index of an observed value outside
-        :math:`[0, q)`."""
+        raises :class:`~numpyro_autospec.exceptions.InputError` naming the site and index of an
+        observed value outside :math:`[0, q)`."""
         return AnyOrderProcess(
             self.oracle,
             self.num_positions,

@@ -21,6 +21,7 @@ from numpyro.distributions import MaskedDistribution
 from numpyro.ops.provenance import eval_provenance
 
 from numpyro_autospec.defects import first_line
+from numpyro_autospec.exceptions import AutospecError
 from numpyro_autospec.numpyro.distributions import AnyOrderAR, OracleDistribution
 from numpyro_autospec.numpyro.drawing import (
     TRANSPARENT,
@@ -40,7 +41,7 @@ __all__ = ["ModelInspection", "UnsupportedModelError", "inspect_model"]
 _ALTERNATIVES = "use NUTS/HMC, DiscreteHMCGibbs, MixedHMC or HMCGibbs instead"
 
 
-class UnsupportedModelError(ValueError):
+class UnsupportedModelError(AutospecError):
     """The model has a site that ``AutospecKernel`` cannot draw exactly; the message names it
     and says what to use instead.
 
@@ -215,7 +216,7 @@ def inspect_model(
         descendant, an enumerated site, an oracle distribution inside a wrapper other than
         a plate, ``.expand``, ``.mask`` or ``.to_event`` (e.g. a transformed distribution), or
         an ``obs_mask`` over the entries of one oracle draw instead of over its plates.
-    :raises ValueError: naming the site, for observed values outside an oracle site's support.
+    :raises InputError: naming the site, for observed values outside an oracle site's support.
 
     >>> import numpy as np, numpyro
     >>> from numpyro_autospec.numpyro import AnyOrderAR
@@ -230,7 +231,7 @@ def inspect_model(
     >>> inspect_model(out_of_support)
     Traceback (most recent call last):
     ...
-    ValueError: site 'x': value 2 at index 1 is outside the support [0, 2)
+    numpyro_autospec.exceptions.InputError: site 'x': value 2 at index 1 ... [0, 2)
     """
     model_kwargs = model_kwargs or {}
     with jax.ensure_compile_time_eval():

@@ -51,6 +51,7 @@ from numpyro.util import identity, is_prng_key
 from numpyro_autospec.config import METHODS, SamplerConfig
 from numpyro_autospec.engine import Capacity
 from numpyro_autospec.errors import Failure, FailureReports, carrying_failures
+from numpyro_autospec.exceptions import ConfigError
 from numpyro_autospec.numpyro.drawing import draw_model
 from numpyro_autospec.numpyro.inspection import (
     ModelInspection,
@@ -165,7 +166,7 @@ class AutospecKernel(MCMCKernel):
         config = config or SamplerConfig()
         if method is not None:
             if method not in METHODS:
-                raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+                raise ConfigError(f"method must be one of {METHODS}, got {method!r}")
             config = config._replace(method=method)
         self._model = model
         self._config = config.validate()

@@ -20,6 +20,7 @@ import numpy as np
 from jax import Array
 
 from numpyro_autospec.defects import OracleError, describe_defect, first_line, raise_if_defect
+from numpyro_autospec.exceptions import ConfigError
 from numpyro_autospec.oracles.validation import (
     OracleDefect,
     check_oracle_signature,
@@ -129,7 +130,7 @@ def validate_oracle(
     """
     check_oracle_signature(oracle, num_positions, num_categories, name=name)
     if num_probes < 1:
-        raise ValueError(f"num_probes must be at least 1, got {num_probes}")
+        raise ConfigError(f"num_probes must be at least 1, got {num_probes}")
     n, q = int(num_positions), int(num_categories)
     values, masks = _probe_inputs(np.zeros(2, np.uint32) if key is None else key, n, q, num_probes)
 

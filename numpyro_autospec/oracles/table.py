@@ -152,7 +152,7 @@ class TableOracle(AnyOrderOracle):
 
         :param values: ``[n]`` integer values, read where ``mask`` is set.
         :param mask: ``[n]`` bool, the observed sites.
-        :raises ValueError: for wrong shapes, observed values outside :math:`[0, q)`, or an
+        :raises OracleError: for wrong shapes, observed values outside :math:`[0, q)`, or an
             observation of probability zero.
         """
         n, q = self.num_positions, self.num_categories

@@ -42,6 +42,7 @@ from numpyro_autospec.defects import (
     first_line,
     raise_if_defect,
 )
+from numpyro_autospec.exceptions import InputError
 from numpyro_autospec.parameters import staged_constants
 
 __all__ = [
@@ -182,24 +183,24 @@ def check_values_in_support(values: ArrayLike, num_categories: int, *, name: str
     :param values: observed values, any shape, an integer dtype.
     :param num_categories: :math:`q`.
     :param name: the site, quoted in the message.
-    :raises ValueError: naming the site, the first offending index and its value, or the dtype.
+    :raises InputError: naming the site, the first offending index and its value, or the dtype.
 
     >>> check_values_in_support([0, 2, 1], 3, name="z")
     >>> check_values_in_support([0, 3, 1], 3, name="z")
     Traceback (most recent call last):
     ...
-    ValueError: site 'z': value 3 at index 1 is outside the support [0, 3)
+    numpyro_autospec.exceptions.InputError: site 'z': value 3 at index 1 ... [0, 3)
     """
     if isinstance(values, jax.core.Tracer):
-        raise ValueError(f"site {name!r}: values must be concrete, not traced")
+        raise InputError(f"site {name!r}: values must be concrete, not traced")
     values = np.asarray(values)
     if not np.issubdtype(values.dtype, np.integer):
-        raise ValueError(f"site {name!r}: values must have an integer dtype, got {values.dtype}")
+        raise InputError(f"site {name!r}: values must have an integer dtype, got {values.dtype}")
     outside = np.argwhere((values < 0) | (values >= num_categories))
     if outside.size:
         index = tuple(int(i) for i in outside[0])
         index_text = index[0] if len(index) == 1 else index
-        raise ValueError(
+        raise InputError(
             f"site {name!r}: value {int(values[index])} at index {index_text} is outside "
             f"the support [0, {num_categories})"
         )
@@ -211,33 +212,33 @@ def check_permutation(order: ArrayLike, num_positions: int, *, name: str = "orde
     :param order: the candidate permutation.
     :param num_positions: :math:`n`.
     :param name: how the message refers to ``order``.
-    :raises ValueError: for a wrong shape or dtype, a value out of range, or a duplicated value
+    :raises InputError: for a wrong shape or dtype, a value out of range, or a duplicated value
         (with the value it displaces).
 
     >>> check_permutation([2, 0, 1], 3)
     >>> check_permutation([2, 0, 2], 3)
     Traceback (most recent call last):
     ...
-    ValueError: order is not a permutation of range(3): 2 appears 2 times and 1 is missing
+    numpyro_autospec.exceptions.InputError: order ...: 2 appears 2 times and 1 is missing
     """
     if isinstance(order, jax.core.Tracer):
-        raise ValueError(f"{name} must be concrete, not traced")
+        raise InputError(f"{name} must be concrete, not traced")
     order = np.asarray(order)
     n = int(num_positions)
     if order.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},) (a permutation), got {order.shape}")
+        raise InputError(f"{name} must have shape ({n},) (a permutation), got {order.shape}")
     if not np.issubdtype(order.dtype, np.integer):
-        raise ValueError(f"{name} must have an integer dtype, got {order.dtype}")
+        raise InputError(f"{name} must have an integer dtype, got {order.dtype}")
     outside = order[(order < 0) | (order >= n)]
     if outside.size:
-        raise ValueError(
+        raise InputError(
             f"{name} is not a permutation of range({n}): value {int(outside[0])} is out of range"
         )
     counts = np.bincount(order.astype(np.int64), minlength=n)
     if np.any(counts != 1):
         duplicated = int(np.flatnonzero(counts > 1)[0])
         missing = int(np.flatnonzero(counts == 0)[0])
-        raise ValueError(
+        raise InputError(
             f"{name} is not a permutation of range({n}): {duplicated} appears "
             f"{int(counts[duplicated])} times and {missing} is missing"
         )
@@ -257,7 +258,7 @@ def check_order_and_observed(
     observed values must lie in :math:`[0, q)`.
 
     :return: ``(order, values, mask)`` as numpy arrays.
-    :raises ValueError: naming the wrong shape, dtype or value.
+    :raises InputError: naming the wrong shape, dtype or value.
 
     >>> order, values, mask = check_order_and_observed([1, 0], None, None, 2, 3)
     >>> values.tolist(), mask.tolist()
@@ -265,7 +266,7 @@ def check_order_and_observed(
     >>> check_order_and_observed([1, 0], [0, 5], [False, True], 2, 3)
     Traceback (most recent call last):
     ...
-    ValueError: site 'values': value 5 at index 1 is outside the support [0, 3)
+    numpyro_autospec.exceptions.InputError: site 'values': value 5 at index 1 ... [0, 3)
     """
     n = int(num_positions)
     order = np.asarray(order)
@@ -273,7 +274,7 @@ def check_order_and_observed(
     mask = np.zeros(n, bool) if mask is None else np.asarray(mask)
     values = np.zeros(n, np.int64) if values is None else np.asarray(values)
     if values.shape != (n,) or mask.shape != (n,) or mask.dtype != np.bool_:
-        raise ValueError(
+        raise InputError(
             f"need values of shape ({n},) and a bool mask of shape ({n},), got "
             f"{values.dtype}{values.shape} and {mask.dtype}{mask.shape}"
         )

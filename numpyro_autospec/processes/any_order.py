@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
+from numpyro_autospec.exceptions import InputError
 from numpyro_autospec.oracles.base import FunctionOracle, as_oracle
 from numpyro_autospec.oracles.consistency import check_block_form_signature
 from numpyro_autospec.oracles.validation import (
@@ -120,7 +121,7 @@ class AnyOrderProcess:
     ) -> None:
         n, q = int(num_positions), int(num_categories)
         if n < 1 or q < 1:
-            raise ValueError(f"site {name!r}: need num_positions >= 1 and num_categories >= 1")
+            raise InputError(f"site {name!r}: need num_positions >= 1 and num_categories >= 1")
         self.oracle = as_oracle(log_marginals, n, q)
         self.oracle_name = getattr(log_marginals, "__qualname__", type(log_marginals).__name__)
         #: declared fast path: ``score_block`` is one oracle evaluation
@@ -132,33 +133,33 @@ class AnyOrderProcess:
         self.name = name
         if observed_mask is None:
             if observed_values is not None:
-                raise ValueError(f"site {name!r}: observed_values given without observed_mask")
+                raise InputError(f"site {name!r}: observed_values given without observed_mask")
             mask = np.zeros(n, dtype=bool)
             values = np.zeros(n, dtype=np.int32)
         else:
             if isinstance(observed_mask, jax.core.Tracer):
-                raise ValueError(
+                raise InputError(
                     f"site {name!r}: observed_mask must be concrete (not traced): the number "
                     "of sampled steps is a static shape"
                 )
             mask = np.asarray(observed_mask)
             if mask.shape != (n,) or mask.dtype != np.bool_:
-                raise ValueError(
+                raise InputError(
                     f"site {name!r}: observed_mask must be a bool array of shape ({n},), "
                     f"got {mask.dtype} {mask.shape}"
                 )
             if observed_values is None:
-                raise ValueError(f"site {name!r}: observed_mask given without observed_values")
+                raise InputError(f"site {name!r}: observed_mask given without observed_values")
             if isinstance(observed_values, jax.core.Tracer):
                 values = observed_values
                 if values.shape != (n,):
-                    raise ValueError(
+                    raise InputError(
                         f"site {name!r}: observed_values must have shape ({n},), got {values.shape}"
                     )
             else:
                 values = np.asarray(observed_values)
                 if values.shape != (n,):
-                    raise ValueError(
+                    raise InputError(
                         f"site {name!r}: observed_values must have shape ({n},), got {values.shape}"
                     )
                 check_values_in_support(np.where(mask, values, 0), q, name=name)

@@ -61,6 +61,7 @@ from numpyro_autospec.denoisers.validation import (
     check_denoiser_signature,
     check_time_grid,
 )
+from numpyro_autospec.exceptions import InputError
 
 __all__ = ["DiffusionProcess", "DiffusionState", "check_speculation_variance"]
 
@@ -307,7 +308,7 @@ class DiffusionProcess:
     def output(self, x: DiffusionState, final_answer: Array | None = None) -> Array:
         """The denoised point :math:`f(t_N, y_N)` (``final_answer``, queried by the sampler)."""
         if final_answer is None:
-            raise ValueError(f"site {self.name!r}: output needs final_answer = query(x, num_steps)")
+            raise InputError(f"site {self.name!r}: output needs final_answer = query(x, num_steps)")
         return final_answer
 
     #: the exception of a defective denoiser answer found by the samplers' validation

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from numpyro_autospec.denoisers.validation import check_time_grid
+from numpyro_autospec.exceptions import InputError
 
 __all__ = ["DEFAULT_DATA_VARIANCE", "DEFAULT_T_MAX", "default_times", "uniform_times"]
 
@@ -116,7 +117,7 @@ def default_times(
     num_steps = _check_num_steps(num_steps)
     t_max = _check_t_max(t_max)
     if not (data_variance > 0 and math.isfinite(data_variance)):
-        raise ValueError(f"data_variance must be positive and finite, got {data_variance}")
+        raise InputError(f"data_variance must be positive and finite, got {data_variance}")
     span = math.log1p(data_variance * t_max)
     grid = np.expm1(np.linspace(0.0, span, num_steps + 1)) / data_variance
     grid[0], grid[-1] = 0.0, t_max
@@ -125,12 +126,12 @@ def default_times(
 
 def _check_num_steps(num_steps) -> int:
     if isinstance(num_steps, bool) or not isinstance(num_steps, int | np.integer) or num_steps < 1:
-        raise ValueError(f"num_steps must be a positive integer, got {num_steps!r}")
+        raise InputError(f"num_steps must be a positive integer, got {num_steps!r}")
     return int(num_steps)
 
 
 def _check_t_max(t_max) -> float:
     t_max = float(t_max)
     if not (t_max > 0 and math.isfinite(t_max)):
-        raise ValueError(f"t_max must be positive and finite, got {t_max}")
+        raise InputError(f"t_max must be positive and finite, got {t_max}")
     return t_max

@@ -1,0 +1,79 @@
+"""The package's exception types: one base class for every error it raises on bad input.
+
+Every error that numpyro-autospec raises because of what a user passed -- an oracle or denoiser
+that breaks its contract, a configuration, an observation, a time grid, a model it cannot draw
+exactly -- is an :class:`AutospecError`, so ``except AutospecError`` catches them all, inside
+compiled programs too (the engine and the kernel re-raise the failures of a run as these
+types: docs/numpyro.md, "Errors").  Each is also a :class:`ValueError`, the type Python code
+expects for a bad value.  The families:
+
+* :class:`ConfigError`: a sampler's knobs (:class:`~numpyro_autospec.config.SamplerConfig`,
+  :class:`~numpyro_autospec.engine.Capacity` and its mesh, a baseline's or a training loop's
+  options);
+* :class:`InputError`: data handed to the samplers (observed values and masks, orders, keys,
+  time grids, sizes of a site, training data);
+* :class:`~numpyro_autospec.defects.OracleError` (and its
+  :class:`~numpyro_autospec.denoisers.validation.DenoiserError`): an oracle, a denoiser or one of
+  their parameters or answers;
+* :class:`~numpyro_autospec.numpyro.inspection.UnsupportedModelError`: a model site that
+  :class:`~numpyro_autospec.numpyro.AutospecKernel` cannot draw exactly.
+
+Example
+-------
+>>> from numpyro_autospec import SamplerConfig
+>>> try:
+...     SamplerConfig(growth=-1.0).validate()
+... except AutospecError as error:
+...     print(type(error).__name__, isinstance(error, ValueError))
+ConfigError True
+"""
+
+from __future__ import annotations
+
+__all__ = ["AutospecError", "ConfigError", "InputError"]
+
+
+class AutospecError(ValueError):
+    """Base class of every error numpyro-autospec raises on bad input (a
+    :class:`ValueError`); its message names the site, the parameter, the shape or the value.
+
+    >>> issubclass(ConfigError, AutospecError), issubclass(InputError, AutospecError)
+    (True, True)
+    """
+
+
+class ConfigError(AutospecError):
+    """A sampler's knobs are out of range or inconsistent: a
+    :class:`~numpyro_autospec.config.SamplerConfig`, a
+    :class:`~numpyro_autospec.engine.Capacity` (and its mesh), the options of a baseline or of
+    a training loop.
+
+    >>> import jax
+    >>> from numpyro_autospec import SamplerConfig
+    >>> from numpyro_autospec.engine import Capacity
+    >>> from numpyro_autospec.engine.plan import plan
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(4, beta=1.0), 4, 2)
+    >>> plan(process, SamplerConfig(), Capacity(max_queries=0), 1, jax.random.PRNGKey(0))
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.exceptions.ConfigError: capacity.max_queries must be >= 1, got 0
+    """
+
+
+class InputError(AutospecError):
+    """Data given to a sampler is malformed: observed values out of the support, an observed
+    mask of the wrong shape or traced, an order that is not a permutation, keys of the wrong
+    shape, a bad time grid, a site's sizes, training data.
+
+    >>> import numpy as np
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> try:
+    ...     AnyOrderProcess(CurieWeissOracle(3, beta=1.0), 3, 2,
+    ...                     observed_mask=np.ones(2, bool), observed_values=np.zeros(3, int))
+    ... except InputError as error:
+    ...     print(error)
+    site 'x': observed_mask must be a bool array of shape (3,), got bool (2,)
+    """
