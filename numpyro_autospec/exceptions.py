@@ -2,10 +2,11 @@
 
 Every error that numpyro-autospec raises because of what a user passed -- an oracle or denoiser
 that breaks its contract, a configuration, an observation, a time grid, a model it cannot draw
-exactly -- is an :class:`AutospecError`, so ``except AutospecError`` catches them all, inside
-compiled programs too (the engine and the kernel re-raise the failures of a run as these
-types: docs/numpyro.md, "Errors").  Each is also a :class:`ValueError`, the type Python code
-expects for a bad value.  The families:
+exactly -- is an :class:`AutospecError`, so ``except AutospecError`` catches them all, also
+when a run fails inside its compiled program (the kernel and an eager engine run re-raise the
+failure as its type; under your own ``jax.jit``, :func:`numpyro_autospec.errors.project_errors`
+does: docs/numpyro.md, "Errors inside the compiled program").  Each is also a
+:class:`ValueError`, the type Python code expects for a bad value.  The families:
 
 * :class:`ConfigError`: a sampler's knobs (:class:`~numpyro_autospec.config.SamplerConfig`,
   :class:`~numpyro_autospec.engine.Capacity` and its mesh, a baseline's or a training loop's
