@@ -19,6 +19,9 @@ does: docs/numpyro.md, "Errors inside the compiled program").  Each is also a
 * :class:`~numpyro_autospec.numpyro.inspection.UnsupportedModelError`: a model site that
   :class:`~numpyro_autospec.numpyro.AutospecKernel` cannot draw exactly.
 
+Misuse of an API keeps Python's own types: a model that is not callable (:class:`TypeError`),
+a kernel's ``sample`` before its ``init`` (:class:`RuntimeError`).
+
 Example
 -------
 >>> from numpyro_autospec import SamplerConfig
