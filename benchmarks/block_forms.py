@@ -30,9 +30,7 @@ from csv_tables import write_csv
 from rounds import project_oracle
 
 from numpyro_autospec.engine import run
-from numpyro_autospec.oracles import (
-    AnyOrderOracle,
-)
+from numpyro_autospec.oracles import AnyOrderOracle
 from numpyro_autospec.processes import AnyOrderProcess
 from numpyro_autospec.script_help import script_parser
 
