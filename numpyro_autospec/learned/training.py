@@ -233,7 +233,7 @@ def fit(
     """
     n, q = getattr(network, "num_positions", None), getattr(network, "num_categories", None)
     if n is None or q is None:
-        raise ConfigError("fit: the network must have num_positions and num_categories")
+        raise InputError("fit: the network must have num_positions and num_categories")
     data = check_training_data(data, n, q)
     for label, value in (("num_steps", num_steps), ("batch_size", batch_size)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
