@@ -38,7 +38,7 @@ from numpyro_autospec.oracles.validation import (
     check_order_and_observed,
 )
 
-__all__ = ["LearnedOracle", "learned_log_marginals"]
+__all__ = ["LearnedOracle", "learned_log_marginals", "network_sizes"]
 
 _MAX_CONFIGURATIONS = 1 << 16
 
@@ -63,6 +63,36 @@ def learned_log_marginals(network: Callable[[Array, Array], Array], x: Array, ma
 # instead of op by op; inside an outer ``jit`` or ``vmap`` it is simply inlined.
 _jitted_log_marginals = eqx.filter_jit(learned_log_marginals)
 _batched_log_marginals = eqx.filter_jit(jax.vmap(learned_log_marginals, in_axes=(None, 0, None)))
+
+
+def network_sizes(network: object, owner: str) -> tuple[int, int]:
+    """The sizes a network carries: its ``num_positions`` and ``num_categories`` attributes,
+    each a positive integer (``bool`` is not one).
+
+    :param network: the network (an ``equinox.Module`` of :mod:`numpyro_autospec.learned`, or
+        any callable with the two attributes).
+    :param owner: who asks, named in the error message (``"LearnedOracle"``, ``"fit"``).
+    :return: ``(num_positions, num_categories)`` as Python ints.
+    :raises InputError: naming the attribute, its value and the network's type.
+
+    >>> from types import SimpleNamespace
+    >>> network_sizes(SimpleNamespace(num_positions=4, num_categories=3), "fit")
+    (4, 3)
+    >>> network_sizes(SimpleNamespace(num_positions=4, num_categories=True), "fit")
+    Traceback (most recent call last):
+        ...
+    numpyro_autospec.exceptions.InputError: fit: the network must have a positive integer ...
+    """
+    sizes = []
+    for label in ("num_positions", "num_categories"):
+        value = getattr(network, label, None)
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            raise InputError(
+                f"{owner}: the network must have a positive integer attribute {label}, "
+                f"got {value!r} on {type(network).__name__}"
+            )
+        sizes.append(int(value))
+    return sizes[0], sizes[1]
 
 
 @jax.tree_util.register_pytree_node_class
@@ -101,15 +131,7 @@ class LearnedOracle(AnyOrderOracle):
     """
 
     def __init__(self, network: Callable[[Array, Array], Array]) -> None:
-        sizes = []
-        for label in ("num_positions", "num_categories"):
-            value = getattr(network, label, None)
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-                raise InputError(
-                    f"LearnedOracle: the network must have a positive integer attribute {label}, "
-                    f"got {value!r} on {type(network).__name__}"
-                )
-            sizes.append(int(value))
+        sizes = network_sizes(network, "LearnedOracle")
         check_oracle_signature(network, *sizes, name=f"LearnedOracle({type(network).__name__})")
         self.network = network
         self.num_positions: int = sizes[0]

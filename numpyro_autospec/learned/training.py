@@ -36,7 +36,7 @@ from jax import Array
 from jax.typing import ArrayLike
 
 from numpyro_autospec.exceptions import ConfigError, InputError
-from numpyro_autospec.learned.oracle import learned_log_marginals
+from numpyro_autospec.learned.oracle import learned_log_marginals, network_sizes
 
 __all__ = ["any_order_loss", "check_training_data", "fit", "order_averaged_nll"]
 
@@ -231,9 +231,7 @@ def fit(
     >>> losses.shape, bool(losses[-20:].mean() < 0.5 * losses[:20].mean())
     ((100,), True)
     """
-    n, q = getattr(network, "num_positions", None), getattr(network, "num_categories", None)
-    if n is None or q is None:
-        raise InputError("fit: the network must have num_positions and num_categories")
+    n, q = network_sizes(network, "fit")
     data = check_training_data(data, n, q)
     for label, value in (("num_steps", num_steps), ("batch_size", batch_size)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:

@@ -2,6 +2,7 @@
 the data's law; data and settings are checked with readable errors."""
 
 import itertools
+import types
 
 import pytest
 
@@ -12,6 +13,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from numpyro_autospec.exceptions import InputError  # noqa: E402
 from numpyro_autospec.learned import (  # noqa: E402
     LearnedOracle,
     any_order_loss,
@@ -137,3 +139,27 @@ def test_setting_errors(kwargs, message):
     arguments = {"num_steps": 1, "batch_size": 4, "learning_rate": 1e-3} | kwargs
     with pytest.raises(ValueError, match=message):
         fit(jax.random.PRNGKey(0), fresh_network(), table_data()[:8], **arguments)
+
+
+@pytest.mark.parametrize(
+    "sizes, message",
+    [
+        ({}, "num_positions, got None"),
+        ({"num_positions": 4, "num_categories": True}, "num_categories, got True"),
+        ({"num_positions": 0, "num_categories": 3}, "num_positions, got 0"),
+    ],
+)
+def test_networks_without_positive_integer_sizes_are_refused_as_the_oracle_refuses_them(
+    sizes, message
+):
+    """``fit`` and :class:`LearnedOracle` share one check of the sizes a network carries."""
+    network = types.SimpleNamespace(**sizes)
+    with pytest.raises(
+        InputError, match="fit: the network must have a positive integer attribute " + message
+    ):
+        fit(jax.random.PRNGKey(0), network, table_data()[:8], 1)
+    with pytest.raises(
+        InputError,
+        match="LearnedOracle: the network must have a positive integer attribute " + message,
+    ):
+        LearnedOracle(network)
