@@ -12,7 +12,8 @@ does: docs/numpyro.md, "Errors inside the compiled program").  Each is also a
   :class:`~numpyro_autospec.engine.Capacity` and its mesh, a baseline's or a training loop's
   options);
 * :class:`InputError`: data handed to the samplers (observed values and masks, orders, keys,
-  time grids, sizes of a site, training data);
+  time grids -- :class:`~numpyro_autospec.denoisers.validation.TimeGridError`, also a
+  ``DenoiserError`` --, sizes of a site, training data);
 * :class:`~numpyro_autospec.defects.OracleError` (and its
   :class:`~numpyro_autospec.denoisers.validation.DenoiserError`): an oracle, a denoiser or one of
   their parameters or answers;

@@ -19,6 +19,7 @@ import pytest
 from numpyro_autospec import AnyOrderAR, AutospecError, AutospecKernel, SamplerConfig
 from numpyro_autospec.baselines.picard import picard_draw
 from numpyro_autospec.defects import OracleError
+from numpyro_autospec.denoisers import DenoiserError, PointCloudDenoiser, TimeGridError
 from numpyro_autospec.engine import Capacity, ShardingError
 from numpyro_autospec.engine.keys import engine_keys
 from numpyro_autospec.engine.plan import plan
@@ -26,7 +27,7 @@ from numpyro_autospec.exceptions import ConfigError, InputError
 from numpyro_autospec.learned.training import check_training_data
 from numpyro_autospec.numpyro.inspection import UnsupportedModelError, inspect_model
 from numpyro_autospec.oracles import CurieWeissOracle
-from numpyro_autospec.processes import AnyOrderProcess, default_times
+from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess, default_times
 
 ORACLE = CurieWeissOracle(4, beta=1.0)
 PROCESS = AnyOrderProcess(ORACLE, 4, 2)
@@ -107,6 +108,12 @@ CASES = [
     ),
     ("empty time grid", lambda: default_times(0), InputError, "num_steps"),
     (
+        "time grid that repeats a time, given to a diffusion site",
+        lambda: DiffusionProcess(PointCloudDenoiser(np.eye(2)), 2, [0.0, 1.0, 1.0], name="y"),
+        InputError,
+        "site 'y': times must be strictly increasing",
+    ),
+    (
         "keys that are not a batch",
         lambda: engine_keys(jax.random.PRNGKey(0)),
         InputError,
@@ -141,3 +148,20 @@ def test_the_families_share_one_base():
     assert all(issubclass(family, AutospecError) for family in families)
     assert issubclass(ShardingError, ConfigError)
     assert issubclass(AutospecError, ValueError)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: default_times(0),
+        lambda: DiffusionProcess(PointCloudDenoiser(np.eye(2)), 2, [0.1, 1.0]),
+    ],
+    ids=["grid constructor", "grid given to a process"],
+)
+def test_every_bad_time_grid_raises_one_type_that_both_families_catch(call):
+    """A bad grid is a :class:`TimeGridError`, whether a grid constructor or a diffusion
+    process finds it: an ``InputError`` (it is data) and a ``DenoiserError`` (the type the
+    process's checks raised before)."""
+    for family in (TimeGridError, InputError, DenoiserError):
+        with pytest.raises(family):
+            call()

@@ -33,6 +33,7 @@ from numpyro_autospec.defects import (
     first_line,
     raise_if_defect,
 )
+from numpyro_autospec.exceptions import InputError
 from numpyro_autospec.parameters import jit_over_parameters, staged_constants
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "DEFECT_OK",
     "DEFECT_TIME",
     "DenoiserError",
+    "TimeGridError",
     "check_denoiser_signature",
     "check_query_state",
     "check_query_time",
@@ -56,9 +58,9 @@ _MAX_PROBE_TIMES = 16
 
 
 class DenoiserError(OracleError):
-    """A denoiser, one of its parameters or a time grid violates the contract of
-    :class:`~.base.Denoiser` (an :class:`~numpyro_autospec.defects.OracleError`: the denoiser
-    is the oracle of the diffusion process).
+    """A denoiser or one of its parameters violates the contract of :class:`~.base.Denoiser`
+    (an :class:`~numpyro_autospec.defects.OracleError`: the denoiser is the oracle of the
+    diffusion process); a bad time grid raises its subclass :class:`TimeGridError`.
 
     >>> issubclass(DenoiserError, OracleError)
     True
@@ -66,6 +68,25 @@ class DenoiserError(OracleError):
     Traceback (most recent call last):
     ...
     numpyro_autospec.denoisers.validation.DenoiserError: dim must be a positive integer, got 0
+    """
+
+
+class TimeGridError(InputError, DenoiserError):
+    """A time grid is malformed: not a one-dimensional real array of at least two times, not
+    finite, not starting at 0, not strictly increasing (also after conversion to float32), or a
+    grid constructor given a bad number of steps or end time.
+
+    A grid is data handed to a sampler, so this is an
+    :class:`~numpyro_autospec.exceptions.InputError`; it is also a :class:`DenoiserError`, the
+    type the grid's checks raised before they had one of their own (a grid is the denoiser's
+    contract of times), so ``except InputError`` and ``except DenoiserError`` both catch it.
+
+    >>> issubclass(TimeGridError, InputError), issubclass(TimeGridError, DenoiserError)
+    (True, True)
+    >>> check_time_grid([0.0, 0.5, 0.5])
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.denoisers.validation.TimeGridError: times must be strictly increasing: ...
     """
 
 
@@ -208,7 +229,7 @@ def check_time_grid(
     :param name: how error messages refer to the grid.
     :param site: the site the grid belongs to, named in error messages when given.
     :return: the grid, float32 (numpy when concrete).
-    :raises DenoiserError: naming the first offending index and value.
+    :raises TimeGridError: naming the first offending index and value.
 
     **Example**
 
@@ -217,18 +238,18 @@ def check_time_grid(
     >>> check_time_grid([0.0, 1.0, 1.0], site="y")
     Traceback (most recent call last):
         ...
-    numpyro_autospec.denoisers.validation.DenoiserError: site 'y': times must be strictly ...
+    numpyro_autospec.denoisers.validation.TimeGridError: site 'y': times must be strictly ...
     """
     prefix = "" if site is None else f"site {site!r}: "
     traced = isinstance(times, jax.core.Tracer)
     dtype = jnp.result_type(times) if traced else np.asarray(times).dtype
     if np.dtype(dtype).kind not in "iuf":
-        raise DenoiserError(f"{prefix}{name} must be a real (float) array, got dtype {dtype}")
+        raise TimeGridError(f"{prefix}{name} must be a real (float) array, got dtype {dtype}")
     shape = jnp.shape(times) if traced else np.shape(times)
     if len(shape) != 1:
-        raise DenoiserError(f"{prefix}{name} must be one-dimensional, got shape {shape}")
+        raise TimeGridError(f"{prefix}{name} must be one-dimensional, got shape {shape}")
     if shape[0] < 2:
-        raise DenoiserError(
+        raise TimeGridError(
             f"{prefix}{name} must hold at least two times (0 and an end time), got {shape[0]}"
         )
     if isinstance(times, jax.core.Tracer):
@@ -237,15 +258,15 @@ def check_time_grid(
     non_finite = np.flatnonzero(~np.isfinite(grid))
     if non_finite.size > 0:
         index = int(non_finite[0])
-        raise DenoiserError(f"{prefix}{name}[{index}] = {grid[index]} is not finite")
+        raise TimeGridError(f"{prefix}{name}[{index}] = {grid[index]} is not finite")
     if grid[0] != 0:
-        raise DenoiserError(f"{prefix}{name} must start at 0, got {name}[0] = {grid[0]}")
+        raise TimeGridError(f"{prefix}{name} must start at 0, got {name}[0] = {grid[0]}")
     grid32 = grid.astype(np.float32)
     for label, values in (("", grid), (" in float32", grid32)):
         not_increasing = np.flatnonzero(np.diff(values) <= 0)
         if not_increasing.size > 0:
             index = int(not_increasing[0]) + 1
-            raise DenoiserError(
+            raise TimeGridError(
                 f"{prefix}{name} must be strictly increasing{label}: "
                 f"{name}[{index}] = {values[index]} <= {name}[{index - 1}] = {values[index - 1]}"
             )

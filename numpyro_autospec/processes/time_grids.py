@@ -15,8 +15,7 @@ import math
 
 import numpy as np
 
-from numpyro_autospec.denoisers.validation import check_time_grid
-from numpyro_autospec.exceptions import InputError
+from numpyro_autospec.denoisers.validation import TimeGridError, check_time_grid
 
 __all__ = ["DEFAULT_DATA_VARIANCE", "DEFAULT_T_MAX", "default_times", "uniform_times"]
 
@@ -117,7 +116,7 @@ def default_times(
     num_steps = _check_num_steps(num_steps)
     t_max = _check_t_max(t_max)
     if not (data_variance > 0 and math.isfinite(data_variance)):
-        raise InputError(f"data_variance must be positive and finite, got {data_variance}")
+        raise TimeGridError(f"data_variance must be positive and finite, got {data_variance}")
     span = math.log1p(data_variance * t_max)
     grid = np.expm1(np.linspace(0.0, span, num_steps + 1)) / data_variance
     grid[0], grid[-1] = 0.0, t_max
@@ -126,12 +125,12 @@ def default_times(
 
 def _check_num_steps(num_steps) -> int:
     if isinstance(num_steps, bool) or not isinstance(num_steps, int | np.integer) or num_steps < 1:
-        raise InputError(f"num_steps must be a positive integer, got {num_steps!r}")
+        raise TimeGridError(f"num_steps must be a positive integer, got {num_steps!r}")
     return int(num_steps)
 
 
 def _check_t_max(t_max) -> float:
     t_max = float(t_max)
     if not (t_max > 0 and math.isfinite(t_max)):
-        raise InputError(f"t_max must be positive and finite, got {t_max}")
+        raise TimeGridError(f"t_max must be positive and finite, got {t_max}")
     return t_max
