@@ -22,8 +22,13 @@ __all__ = ["PottsCountOracle", "RandomMLPOracle", "UniformOracle"]
 class PottsCountOracle(AnyOrderOracle):
     r"""Every free site has the law :math:`\operatorname{softmax}(\beta\, c / n + h)` where
     :math:`c \in \mathbb{N}^q` counts the pinned values: :math:`O(n + q)` per query
-    (``segment_sum``).  The block form reads the counts of every prefix off one cumulative sum
-    of one-hot rows along the order, :math:`O(nq)` for a whole block (``scores_blocks``)."""
+    (``segment_sum``).  The block form of ``L`` rows (``scores_blocks``) takes the cheaper of
+    two ways to count every row's prefix, chosen from the static sizes: one ``segment_sum`` per
+    row, :math:`O(L(n + q))`, or one cumulative sum of one-hot rows along the order,
+    :math:`O(nq)` for the whole block.  A single row (a sequential step, a leaf) thus costs what
+    the set form costs; before, every call paid the cumulative sum, which made the sequential
+    chain's one-row steps about 14 times dearer than a set-form call at ``n = 1024, q = 512``
+    (``benchmarks/oracle_batch_cost.py``, docs/benchmarks.md)."""
 
     scores_blocks = True
 
@@ -43,10 +48,18 @@ class PottsCountOracle(AnyOrderOracle):
 
     def log_conditionals(self, x: Array, ranks: Array, sites: Array, prefix_lengths: Array):
         n, q = self.num_positions, self.num_categories
+        lengths = jnp.clip(prefix_lengths, 0, n)
+        if prefix_lengths.shape[0] * (n + q) < n * q:
+
+            def counts_of(length: Array) -> Array:
+                pinned = (ranks < length).astype(jnp.float32)
+                return jax.ops.segment_sum(pinned, x, num_segments=q)
+
+            return self._rows(jax.vmap(counts_of)(lengths))
         values_in_order = jnp.zeros(n, jnp.int32).at[ranks].set(x)
         one_hot = jax.nn.one_hot(values_in_order, q, dtype=jnp.float32)
         counts = jnp.concatenate([jnp.zeros((1, q)), jnp.cumsum(one_hot, axis=0)])
-        return self._rows(counts[jnp.clip(prefix_lengths, 0, n)])
+        return self._rows(counts[lengths])
 
 
 class RandomMLPOracle(AnyOrderOracle):

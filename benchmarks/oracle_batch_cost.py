@@ -1,0 +1,149 @@
+"""Seconds per oracle row at growing batch sizes: how much cheaper a row is when a round asks
+for many at once, the most that autospeculation can gain in seconds on this machine.
+
+A sequential draw of ``n`` steps makes ``n`` oracle calls of one row each (``sequential_run``'s
+rows-only step, a one-row ``log_conditionals``); an autospeculation draw makes ``E`` oracle
+evaluations in ``R`` rounds, about ``E / R`` per round, batched (``benchmarks/draw_cost.py``
+counts ``E`` and ``R`` per draw).  With no engine overhead at all, a draw's oracle time is then
+about ``E * t(E / R) / (E / R)`` against ``n * t_step``, so the speed-up in seconds is at most
+
+    n * t_step / (E * t(B) / B),   B = E / R,
+
+where ``t(B)`` is the time of one call of ``B`` set-form evaluations (``jax.vmap`` of
+``log_marginals`` over ``B`` masks) and ``t_step`` that of the sequential chain's one-row call.
+On a CPU a batched evaluation of a network is compute-bound, so ``t(B) / B`` stops falling once
+the batch fills the cores' vector units; on an accelerator it keeps falling until the device is
+busy.  This script measures ``t_step`` and ``t(B)`` for the oracle of each ``seconds.py`` case it
+is given (any-order cases: the oracle's own code, no engine), each the median of ``--repeats``
+calls after a first, compiling one.
+
+    .venv/bin/python benchmarks/oracle_batch_cost.py                   # mlp-256
+    .venv/bin/python benchmarks/oracle_batch_cost.py --cases mlp-256 cw-1024 --batches 1 16 64
+
+Writes ``results/oracle_batch_cost{_label}.{csv,png}``.  Seconds are machine- and
+load-dependent: compare the ratios of one run (docs/benchmarks.md, "Configurations in one run").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from csv_tables import write_csv
+from seconds import CASES, make_process
+
+from numpyro_autospec.script_help import script_parser
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ANY_ORDER_CASES = tuple(
+    case for case in CASES if case.split("-")[0] in ("cw", "potts", "ising", "mlp")
+)
+HEADER = "| case | batch | ms per call | us per row | row cost against the sequential step |"
+
+
+def median_seconds(function, argument, repeats: int) -> float:
+    """Median seconds of ``repeats`` calls of ``function(argument)`` after a first call (which
+    compiles)."""
+    jax.block_until_ready(function(argument))
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(function(argument))
+        seconds.append(time.perf_counter() - start)
+    return float(np.median(seconds))
+
+
+def measure(case: str, batches: list[int], repeats: int) -> list[dict]:
+    """``t_step`` and ``t(B)`` of one case's oracle, as rows of the table."""
+    process = make_process(case)
+    oracle, n = process.oracle, process.num_positions
+    key_x, key_order, key_masks = jax.random.split(jax.random.PRNGKey(0), 3)
+    x = jax.random.randint(key_x, (n,), 0, process.num_categories)
+    ranks = jnp.argsort(jax.random.permutation(key_order, n))
+    half = jnp.full(1, n // 2)
+    # the sequential chain's step: one row, the site at rank n/2 given the first n/2 steps
+    site = jnp.argsort(ranks)[n // 2][None]
+    step = jax.jit(lambda x: oracle.log_conditionals(x, ranks, site, half))
+    t_step = median_seconds(step, x, repeats)
+    rows = [dict(case=case, batch=0, seconds_per_call=t_step, seconds_per_row=t_step)]
+    for batch in batches:
+        masks = jax.random.bernoulli(jax.random.fold_in(key_masks, batch), 0.5, (batch, n))
+        evaluate = jax.jit(jax.vmap(lambda mask: oracle.log_marginals(x, mask)))
+        seconds = median_seconds(evaluate, masks, repeats)
+        rows.append(
+            dict(case=case, batch=batch, seconds_per_call=seconds, seconds_per_row=seconds / batch)
+        )
+    for row in rows:
+        row["row_cost_ratio"] = row["seconds_per_row"] / t_step
+        label = "step" if row["batch"] == 0 else str(row["batch"])
+        print(
+            f"| {case} | {label} | {row['seconds_per_call'] * 1e3:.3f} | "
+            f"{row['seconds_per_row'] * 1e6:.1f} | {row['row_cost_ratio']:.3f} |",
+            flush=True,
+        )
+    return rows
+
+
+def plot(rows: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for case in dict.fromkeys(row["case"] for row in rows):
+        batched = [row for row in rows if row["case"] == case and row["batch"] > 0]
+        line = ax.plot(
+            [row["batch"] for row in batched],
+            [row["row_cost_ratio"] for row in batched],
+            marker="o",
+            label=case,
+        )[0]
+        ax.axhline(1.0, color=line.get_color(), linewidth=0.5, linestyle=":")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("evaluations per call (batch B)")
+    ax.set_ylabel("seconds per row / seconds of a sequential step")
+    ax.set_title(f"Oracle rows batched, {jax.devices()[0].device_kind}", fontsize=11)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(args: argparse.Namespace) -> list[dict]:
+    print(f"{jax.devices()[0].device_kind}, jax {jax.__version__}")
+    print(HEADER)
+    print("|" + "---|" * 5)
+    rows = [row for case in args.cases for row in measure(case, args.batches, args.repeats)]
+    stem = os.path.join(args.out, "oracle_batch_cost" + (f"_{args.label}" if args.label else ""))
+    write_csv(stem + ".csv", rows)
+    plot(rows, stem + ".png")
+    print(f"wrote {stem}.csv and {stem}.png")
+    return rows
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = script_parser(__doc__)
+    parser.add_argument(
+        "--cases", nargs="+", choices=ANY_ORDER_CASES, default=["mlp-256"], help="oracles"
+    )
+    parser.add_argument(
+        "--batches",
+        nargs="+",
+        type=int,
+        default=[1, 2, 4, 8, 16, 32, 64, 128, 256],
+        help="evaluations per call",
+    )
+    parser.add_argument("--repeats", type=int, default=30, help="timed calls per batch size")
+    parser.add_argument("--label", default="", help="suffix of the output files")
+    parser.add_argument("--out", default=os.path.join(HERE, "results"), help="CSV and plot")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    main(parse_args())
