@@ -68,8 +68,10 @@ def measure(case: str, batches: list[int], repeats: int, calls: int) -> list[dic
     Both are timed inside one compiled loop, so that a call's dispatch from Python (tens of
     microseconds on a CPU, as much as a cheap oracle's row) is not counted: ``t_step`` is a
     ``fori_loop`` over the ``n`` steps of one order, each a one-row ``log_conditionals`` call
-    with its own prefix (the oracle work of a sequential draw), divided by ``n``; ``t(B)`` a
-    loop of ``calls`` batched calls, each on its own ``B`` random masks (drawn before the loop),
+    with its own prefix that then sets its site (the oracle work of a sequential draw: each
+    call's input differs from the last, so XLA cannot hoist work out of the loop), divided by
+    ``n``; ``t(B)`` a
+    loop of ``calls`` batched calls, each on its own ``B`` random masks (drawn before the loop) and its own state,
     divided by ``calls``.
     Every answer is summed into the loop's carry, so no call is dropped as dead code."""
     process = make_process(case)
@@ -80,11 +82,15 @@ def measure(case: str, batches: list[int], repeats: int, calls: int) -> list[dic
     ranks = jnp.argsort(order)
 
     def sequential_oracle_work(x):
-        def step(k, total):
-            row = oracle.log_conditionals(x, ranks, order[k][None], jnp.full(1, k))
-            return total + jnp.sum(jnp.where(jnp.isfinite(row), row, 0.0))
+        def step(k, carry):
+            x, total = carry
+            row = oracle.log_conditionals(x, ranks, order[k][None], jnp.full(1, k))[0]
+            # the chain's step sets its site, so the next call's input changes (no call can be
+            # hoisted out of the loop); the most likely value stands in for the random draw
+            x = x.at[order[k]].set(jnp.argmax(row).astype(x.dtype))
+            return x, total + jnp.sum(jnp.where(jnp.isfinite(row), row, 0.0))
 
-        return jax.lax.fori_loop(0, n, step, jnp.zeros(()))
+        return jax.lax.fori_loop(0, n, step, (x, jnp.zeros(())))[1]
 
     t_step = median_seconds(jax.jit(sequential_oracle_work), x, repeats) / n
     rows = [dict(case=case, batch=0, seconds_per_call=t_step, seconds_per_evaluation=t_step)]
@@ -92,7 +98,8 @@ def measure(case: str, batches: list[int], repeats: int, calls: int) -> list[dic
 
         def batched_calls(masks):
             def call(r, total):
-                answers = jax.vmap(lambda mask: oracle.log_marginals(x, mask))(masks[r])
+                shifted = jnp.roll(x, r)  # each call on its own state as well as its own masks
+                answers = jax.vmap(lambda mask: oracle.log_marginals(shifted, mask))(masks[r])
                 return total + jnp.sum(jnp.where(jnp.isfinite(answers), answers, 0.0))
 
             return jax.lax.fori_loop(0, calls, call, jnp.zeros(()))
