@@ -66,14 +66,13 @@ def measure(case: str, batches: list[int], repeats: int, calls: int) -> list[dic
     """``t_step`` and ``t(B)`` of one case's oracle, as rows of the table.
 
     Both are timed inside one compiled loop, so that a call's dispatch from Python (tens of
-    microseconds on a CPU, as much as a cheap oracle's row) is not counted: ``t_step`` is a
+    microseconds on a CPU, as much as a cheap oracle's row) is not counted.  ``t_step``: a
     ``fori_loop`` over the ``n`` steps of one order, each a one-row ``log_conditionals`` call
-    with its own prefix that then sets its site (the oracle work of a sequential draw: each
+    with its own prefix that then sets its site (the oracle work of a sequential draw; each
     call's input differs from the last, so XLA cannot hoist work out of the loop), divided by
-    ``n``; ``t(B)`` a
-    loop of ``calls`` batched calls, each on its own ``B`` random masks (drawn before the loop) and its own state,
-    divided by ``calls``.
-    Every answer is summed into the loop's carry, so no call is dropped as dead code."""
+    ``n``.  ``t(B)``: a loop of ``calls`` batched calls, each on its own ``B`` random masks
+    (drawn before the loop) and its own state, divided by ``calls``.  Every answer is summed
+    into the loop's carry, so no call is dropped as dead code."""
     process = make_process(case)
     oracle, n = process.oracle, process.num_positions
     key_x, key_order, key_masks = jax.random.split(jax.random.PRNGKey(0), 3)
