@@ -33,11 +33,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
+from chain_passes import milliseconds
 from csv_tables import write_csv
 from seconds import CASES, make_process
 
@@ -48,18 +47,6 @@ ANY_ORDER_CASES = tuple(
     case for case in CASES if case.split("-")[0] in ("cw", "potts", "ising", "mlp")
 )
 HEADER = "| case | batch | ms per call | us per evaluation | evaluation / sequential step |"
-
-
-def median_seconds(function, argument, repeats: int) -> float:
-    """Median seconds of ``repeats`` calls of ``function(argument)`` after a first call (which
-    compiles)."""
-    jax.block_until_ready(function(argument))
-    seconds = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(function(argument))
-        seconds.append(time.perf_counter() - start)
-    return float(np.median(seconds))
 
 
 def measure(case: str, batches: list[int], repeats: int, calls: int) -> list[dict]:
@@ -91,7 +78,7 @@ def measure(case: str, batches: list[int], repeats: int, calls: int) -> list[dic
 
         return jax.lax.fori_loop(0, n, step, (x, jnp.zeros(())))[1]
 
-    t_step = median_seconds(jax.jit(sequential_oracle_work), x, repeats) / n
+    t_step = milliseconds(jax.jit(sequential_oracle_work), (x,), repeats)[0] / 1e3 / n
     rows = [dict(case=case, batch=0, seconds_per_call=t_step, seconds_per_evaluation=t_step)]
     for batch in batches:
 
@@ -104,7 +91,7 @@ def measure(case: str, batches: list[int], repeats: int, calls: int) -> list[dic
             return jax.lax.fori_loop(0, calls, call, jnp.zeros(()))
 
         masks = jax.random.bernoulli(jax.random.fold_in(key_masks, batch), 0.5, (calls, batch, n))
-        seconds = median_seconds(jax.jit(batched_calls), masks, repeats) / calls
+        seconds = milliseconds(jax.jit(batched_calls), (masks,), repeats)[0] / 1e3 / calls
         rows.append(
             dict(
                 case=case,
