@@ -244,7 +244,11 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
     answer_shape = jax.eval_shape(lambda x: process.query(x, 0, answer_rows), x_shape)
     row_shape = jax.eval_shape(lambda x: process.query(x, 0, 1), x_shape)
     block_scoring = bool(process.scores_blocks)
-    slot_bytes = 3 * nbytes(answer_shape) + nbytes(x_shape) + 512
+    block_answer_rows = min(answer_rows, max(1, recursion_block))
+    block_answer_shape = jax.eval_shape(lambda x: process.query(x, 0, block_answer_rows), x_shape)
+    # a slot holds its answer, its lookahead and its parent's answer (the rows its recursion
+    # block reads: engine.state.block_answer)
+    slot_bytes = 2 * nbytes(answer_shape) + nbytes(block_answer_shape) + nbytes(x_shape) + 512
     minimum = root_need + 1
     if capacity.num_slots is None:
         wanted = num_draws * (4 * root_need + 2)

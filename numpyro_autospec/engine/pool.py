@@ -107,7 +107,9 @@ class Pool(NamedTuple):
     has_answer: Array  # bool
     answer_next: Any  # query(x, block_end) (lookahead) when has_next
     has_next: Array  # bool
-    answer_parent: Any  # trial: the parent's O_a (its speculation), for the residual test
+    #: trial: the parent's O_a (its speculation), for the residual test; only the leading
+    #: rows a recursion block reads (:func:`~numpyro_autospec.engine.state.block_answer`)
+    answer_parent: Any
     # scoring
     log_mu_block: Array  # float: target log-density of the current block
     log_mu_total: Array  # float: target log-density of the finished blocks of the range
@@ -126,8 +128,10 @@ class Pool(NamedTuple):
     report_accept: Array  # bool: a REPORTing trial's residual acceptance
 
 
-def empty_pool(num_slots: int, key_like: Array, x_like, answer_like) -> Pool:
-    """A pool of free slots; ``*_like`` are single-slot examples of each pytree field."""
+def empty_pool(num_slots: int, key_like: Array, x_like, answer_like, block_answer_like) -> Pool:
+    """A pool of free slots; ``*_like`` are single-slot examples of each pytree field
+    (``block_answer_like``: of ``answer_parent``, the leading part of an answer that a
+    recursion block reads)."""
 
     def tile(tree):
         return jax.tree.map(
@@ -159,7 +163,7 @@ def empty_pool(num_slots: int, key_like: Array, x_like, answer_like) -> Pool:
         has_answer=jnp.zeros(num_slots, bool),
         answer_next=tile(answer_like),
         has_next=jnp.zeros(num_slots, bool),
-        answer_parent=tile(answer_like),
+        answer_parent=tile(block_answer_like),
         log_mu_block=jnp.zeros(num_slots, jnp.float32),
         log_mu_total=jnp.zeros(num_slots, jnp.float32),
         score_next=zeros,

@@ -154,7 +154,9 @@ def initial_state(context: Context) -> EngineState:
     output_like = jax.eval_shape(process.output, x_like, answer_like if plan.final_query else None)
     counter = jnp.zeros(num_draws, jnp.int32)
     return EngineState(
-        pool=empty_pool(plan.num_slots, key_like, x_like, answer_like),
+        pool=empty_pool(
+            plan.num_slots, key_like, x_like, answer_like, block_answer(context, answer_like)
+        ),
         output=jax.tree.map(
             lambda leaf: jnp.zeros((num_draws,) + leaf.shape, leaf.dtype), output_like
         ),

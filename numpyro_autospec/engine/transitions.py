@@ -148,9 +148,7 @@ def finish(context: Context, slot: Pool) -> Pool:
     reports; a root asks for its final query or completes."""
     process, plan = context.process, context.plan
     # a trial's range is its parent's recursion block (a root's value is not used)
-    log_nu = process.spec_logp(
-        slot.x, slot.start, slot.stop - slot.start, block_answer(context, slot.answer_parent)
-    )
+    log_nu = process.spec_logp(slot.x, slot.start, slot.stop - slot.start, slot.answer_parent)
     trial_accepts = residual_accepts(slot.key_accept, slot.log_mu_total, log_nu)
     if plan.final_query:
         root_status = jnp.where(slot.has_answer, Status.COMPLETE, Status.NEED_FINAL)

@@ -22,6 +22,7 @@ and new draws are admitted only if the inequality still holds afterwards.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -29,7 +30,7 @@ import jax.numpy as jnp
 from jax import Array
 
 from numpyro_autospec.engine.pool import NO_TRIAL, Pool, Status, expand_demand, gather, scatter
-from numpyro_autospec.engine.state import Context, EngineState
+from numpyro_autospec.engine.state import Context, EngineState, block_answer
 from numpyro_autospec.rejection import trial_keys
 
 __all__ = [
@@ -234,16 +235,19 @@ def admit(context: Context, pool: Pool, state: EngineState) -> Admission:
     spawn_destination, root_destination = destination[: 2 * lanes], destination[2 * lanes :]
     spawn_ok, root_ok = admitted[: 2 * lanes], admitted[2 * lanes :]
 
-    pool = _spawn_trials(pool, num_slots, spawn_parent, offset, length, spawn_destination, spawn_ok)
+    pool = _spawn_trials(context, pool, spawn_parent, offset, length, spawn_destination, spawn_ok)
     draw = jnp.minimum(root_draw, plan.num_draws - 1)
     pool = _start_draws(context, pool, draw, root_destination, root_ok)
     started = state.started.at[jnp.where(root_ok, draw, plan.num_draws)].set(True, mode="drop")
     return Admission(pool, state.next_draw + jnp.sum(root_ok), started, jnp.any(admitted))
 
 
-def _spawn_trials(pool, num_slots, spawn_parent, offset, length, destination, spawn_ok) -> Pool:
+def _spawn_trials(
+    context: Context, pool: Pool, spawn_parent, offset, length, destination, spawn_ok
+) -> Pool:
     """Trials ``trial_next + offset`` of the parents ``spawn_parent`` into ``destination``
     (skipped when none is admitted: a scatter of whole slots is not free)."""
+    num_slots = context.plan.num_slots
     count = spawn_parent.shape[0]
 
     def spawn(pool):
@@ -269,7 +273,7 @@ def _spawn_trials(pool, num_slots, spawn_parent, offset, length, destination, sp
             cursor=parents.block_start,
             has_answer=jnp.ones((count,), bool),
             has_next=jnp.zeros((count,), bool),
-            answer_parent=parents.answer,
+            answer_parent=jax.vmap(partial(block_answer, context))(parents.answer),
             log_mu_block=jnp.zeros((count,), jnp.float32),
             log_mu_total=jnp.zeros((count,), jnp.float32),
             best_trial=jnp.full((count,), NO_TRIAL, jnp.int32),
