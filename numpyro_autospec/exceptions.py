@@ -35,7 +35,9 @@ ConfigError True
 
 from __future__ import annotations
 
-__all__ = ["AutospecError", "ConfigError", "InputError"]
+import numbers
+
+__all__ = ["AutospecError", "ConfigError", "InputError", "positive_integer"]
 
 
 class AutospecError(ValueError):
@@ -82,3 +84,21 @@ class InputError(AutospecError):
     ...     print(error)
     site 'x': observed_mask must be a bool array of shape (3,), got bool (2,)
     """
+
+
+def positive_integer(value: object, label: str, error: type[AutospecError] = InputError) -> int:
+    """``value`` as an ``int`` if it is a positive integer (a Python or NumPy integer; a
+    ``bool``, a float such as ``2.0`` and a traced value are not), else ``error`` with the
+    message ``"{label} must be a positive integer, got {value!r}"``.  The one check of every
+    size and count the package takes (sites, categories, steps, layers, batch sizes).
+
+    >>> positive_integer(3, "num_steps")
+    3
+    >>> positive_integer(2.0, "fit: batch_size", ConfigError)
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.exceptions.ConfigError: fit: batch_size must be a positive integer, got 2.0
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise error(f"{label} must be a positive integer, got {value!r}")
+    return int(value)

@@ -36,7 +36,7 @@ from jax import Array
 
 from numpyro_autospec.engine import Samples
 from numpyro_autospec.engine.keys import engine_keys
-from numpyro_autospec.exceptions import ConfigError, InputError
+from numpyro_autospec.exceptions import ConfigError, InputError, positive_integer
 from numpyro_autospec.processes.any_order import AnyOrderProcess
 
 __all__ = ["ORDERS", "cosine_schedule", "maskgit_draw", "maskgit_run", "uniform_schedule"]
@@ -79,9 +79,8 @@ def cosine_schedule(num_steps: int, num_rounds: int) -> tuple[int, ...]:
 
 
 def _check_sizes(num_steps, num_rounds) -> tuple[int, int]:
-    for name, value in (("num_steps", num_steps), ("num_rounds", num_rounds)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    num_steps = positive_integer(num_steps, "num_steps", ConfigError)
+    num_rounds = positive_integer(num_rounds, "num_rounds", ConfigError)
     if num_rounds > num_steps:
         raise ConfigError(f"num_rounds = {num_rounds} exceeds num_steps = {num_steps}")
     return int(num_steps), int(num_rounds)

@@ -47,7 +47,7 @@ from jax import Array
 
 from numpyro_autospec.engine import Samples
 from numpyro_autospec.engine.keys import engine_keys
-from numpyro_autospec.exceptions import ConfigError, InputError
+from numpyro_autospec.exceptions import ConfigError, InputError, positive_integer
 from numpyro_autospec.processes.diffusion import DiffusionProcess
 
 __all__ = ["picard_draw", "picard_run"]
@@ -65,10 +65,7 @@ class _Iteration(NamedTuple):
 def _check(process, window_size, tolerance) -> int:
     if not isinstance(process, DiffusionProcess):
         raise InputError(f"Picard iteration needs a DiffusionProcess, got {type(process).__name__}")
-    if isinstance(window_size, bool) or not isinstance(window_size, int | np.integer):
-        raise ConfigError(f"window_size must be a positive integer, got {window_size!r}")
-    if window_size < 1:
-        raise ConfigError(f"window_size must be a positive integer, got {window_size}")
+    window_size = positive_integer(window_size, "window_size", ConfigError)
     if not isinstance(tolerance, jax.core.Tracer) and not (
         np.ndim(tolerance) == 0 and float(tolerance) >= 0
     ):

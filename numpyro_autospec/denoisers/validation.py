@@ -33,7 +33,7 @@ from numpyro_autospec.defects import (
     first_line,
     raise_if_defect,
 )
-from numpyro_autospec.exceptions import InputError
+from numpyro_autospec.exceptions import InputError, positive_integer
 from numpyro_autospec.parameters import jit_over_parameters, staged_constants
 
 __all__ = [
@@ -111,8 +111,7 @@ def check_denoiser_signature(
     numpyro_autospec.denoisers.validation.DenoiserError: half must return float32[3] \
 (shape (3,)), got float32[2] (shape (2,))
     """
-    if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or dim < 1:
-        raise DenoiserError(f"dim must be a positive integer, got {dim!r}")
+    positive_integer(dim, "dim", DenoiserError)
     if not callable(denoiser):
         raise DenoiserError(f"{name} must be callable, got {type(denoiser).__name__}")
     declared_dim = getattr(denoiser, "dim", None)

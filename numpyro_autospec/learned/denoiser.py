@@ -61,18 +61,13 @@ from jax import Array
 from jax.typing import ArrayLike
 
 from numpyro_autospec.denoisers.validation import DenoiserError
+from numpyro_autospec.exceptions import positive_integer
 from numpyro_autospec.parameters import real_parameter
 
 __all__ = ["DenoiserConfig", "LearnedDenoiser", "data_statistics"]
 
 _LOWEST_FREQUENCY_EXPONENT = -3.0
 _HIGHEST_FREQUENCY_EXPONENT = 3.0
-
-
-def _positive_int(value, label: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise DenoiserError(f"LearnedDenoiser: {label} must be an integer >= 1, got {value!r}")
-    return int(value)
 
 
 def data_statistics(data: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
@@ -150,10 +145,12 @@ class LearnedDenoiser(eqx.Module):
         *,
         key: Array,
     ) -> None:
-        dim = _positive_int(dim, "dim")
-        hidden_size = _positive_int(hidden_size, "hidden_size")
-        depth = _positive_int(depth, "depth")
-        num_frequencies = _positive_int(num_frequencies, "num_frequencies")
+        dim = positive_integer(dim, "LearnedDenoiser: dim", DenoiserError)
+        hidden_size = positive_integer(hidden_size, "LearnedDenoiser: hidden_size", DenoiserError)
+        depth = positive_integer(depth, "LearnedDenoiser: depth", DenoiserError)
+        num_frequencies = positive_integer(
+            num_frequencies, "LearnedDenoiser: num_frequencies", DenoiserError
+        )
         owner = "LearnedDenoiser"
         mean = real_parameter(
             data_mean, "data_mean", owner=owner, shape=(dim,), error=DenoiserError

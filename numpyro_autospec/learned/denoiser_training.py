@@ -47,7 +47,7 @@ from jax import Array
 from jax.typing import ArrayLike
 
 from numpyro_autospec.denoisers.validation import DenoiserError
-from numpyro_autospec.exceptions import ConfigError
+from numpyro_autospec.exceptions import ConfigError, positive_integer
 from numpyro_autospec.learned.checkpoints import load_or_train
 from numpyro_autospec.learned.denoiser import DenoiserConfig, LearnedDenoiser, data_statistics
 from numpyro_autospec.processes.time_grids import DEFAULT_DATA_VARIANCE, DEFAULT_T_MAX
@@ -165,8 +165,7 @@ def train_denoiser(
 
     data = check_denoiser_data(data, network.dim)
     for label, value in (("num_steps", num_steps), ("batch_size", batch_size)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise ConfigError(f"train_denoiser: {label} must be a positive integer, got {value!r}")
+        positive_integer(value, f"train_denoiser: {label}", ConfigError)
     if not (math.isfinite(learning_rate) and learning_rate > 0):
         raise ConfigError(f"train_denoiser: learning_rate must be positive, got {learning_rate}")
     mean, scale = data_statistics(data)

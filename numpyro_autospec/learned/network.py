@@ -30,10 +30,9 @@ from collections.abc import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import Array
 
-from numpyro_autospec.exceptions import ConfigError
+from numpyro_autospec.exceptions import ConfigError, positive_integer
 
 __all__ = ["MaskedMLP", "masked_inputs"]
 
@@ -105,8 +104,7 @@ class MaskedMLP(eqx.Module):
             ("hidden_size", hidden_size),
             ("depth", depth),
         ):
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-                raise ConfigError(f"MaskedMLP: {label} must be an integer >= 1, got {value!r}")
+            positive_integer(value, f"MaskedMLP: {label}", ConfigError)
         n, q, hidden_size, depth = (
             int(v) for v in (num_positions, num_categories, hidden_size, depth)
         )

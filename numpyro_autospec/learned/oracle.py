@@ -31,7 +31,7 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
-from numpyro_autospec.exceptions import InputError
+from numpyro_autospec.exceptions import InputError, positive_integer
 from numpyro_autospec.oracles.base import AnyOrderOracle
 from numpyro_autospec.oracles.validation import (
     check_oracle_signature,
@@ -81,17 +81,14 @@ def network_sizes(network: object, owner: str) -> tuple[int, int]:
     >>> network_sizes(SimpleNamespace(num_positions=4, num_categories=True), "fit")
     Traceback (most recent call last):
         ...
-    numpyro_autospec.exceptions.InputError: fit: the network must have a positive integer ...
+    numpyro_autospec.exceptions.InputError: fit: the network attribute \
+SimpleNamespace.num_categories must be a positive integer, got True
     """
     sizes = []
     for label in ("num_positions", "num_categories"):
         value = getattr(network, label, None)
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise InputError(
-                f"{owner}: the network must have a positive integer attribute {label}, "
-                f"got {value!r} on {type(network).__name__}"
-            )
-        sizes.append(int(value))
+        attribute = f"{owner}: the network attribute {type(network).__name__}.{label}"
+        sizes.append(positive_integer(value, attribute, InputError))
     return sizes[0], sizes[1]
 
 

@@ -35,7 +35,7 @@ import optax
 from jax import Array
 from jax.typing import ArrayLike
 
-from numpyro_autospec.exceptions import ConfigError, InputError
+from numpyro_autospec.exceptions import ConfigError, InputError, positive_integer
 from numpyro_autospec.learned.oracle import learned_log_marginals, network_sizes
 
 __all__ = ["any_order_loss", "check_training_data", "fit", "order_averaged_nll"]
@@ -234,8 +234,7 @@ def fit(
     n, q = network_sizes(network, "fit")
     data = check_training_data(data, n, q)
     for label, value in (("num_steps", num_steps), ("batch_size", batch_size)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise ConfigError(f"fit: {label} must be a positive integer, got {value!r}")
+        positive_integer(value, f"fit: {label}", ConfigError)
     batch_size = int(batch_size)
     if optimizer is None:
         if not (math.isfinite(learning_rate) and learning_rate > 0):

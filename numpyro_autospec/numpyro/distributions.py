@@ -26,7 +26,7 @@ import numpy as np
 from jax import Array
 from numpyro.distributions import Distribution, constraints
 
-from numpyro_autospec.exceptions import InputError
+from numpyro_autospec.exceptions import InputError, positive_integer
 from numpyro_autospec.oracles.base import AnyOrderOracle, as_oracle
 from numpyro_autospec.oracles.consistency import check_block_form_signature
 from numpyro_autospec.oracles.probes import validate_log_conditionals, validate_oracle
@@ -35,14 +35,6 @@ from numpyro_autospec.processes.any_order import AnyOrderProcess
 from numpyro_autospec.sequential import sequential_run
 
 __all__ = ["AnyOrderAR", "OracleDistribution"]
-
-
-def positive_int(value, label: str) -> int:
-    """``value`` as an ``int`` if it is a positive integer, else an
-    :class:`~numpyro_autospec.exceptions.InputError` naming ``label``."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise InputError(f"{label} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 def _is_array_pytree(value) -> bool:
@@ -224,8 +216,8 @@ class AnyOrderAR(OracleDistribution):
         order=None,
         validate_args=None,
     ):
-        n = positive_int(num_positions, "num_positions")
-        q = positive_int(num_categories, "num_categories")
+        n = positive_integer(num_positions, "num_positions")
+        q = positive_integer(num_categories, "num_categories")
         for label, value in (("num_positions", n), ("num_categories", q)):
             declared = getattr(oracle, label, None)
             if declared is not None and int(declared) != value:

@@ -11,7 +11,8 @@ import jax.numpy as jnp
 from jax import Array
 from numpyro.distributions import constraints
 
-from numpyro_autospec.numpyro.distributions import OracleDistribution, positive_int
+from numpyro_autospec.exceptions import positive_integer
+from numpyro_autospec.numpyro.distributions import OracleDistribution
 
 __all__ = ["StochasticLocalization"]
 
@@ -71,7 +72,7 @@ class StochasticLocalization(OracleDistribution):
         )
         from numpyro_autospec.processes.diffusion import check_speculation_variance
 
-        d = positive_int(dim, "dim")
+        d = positive_integer(dim, "dim")
         self.times = check_time_grid(times)
         check_denoiser_signature(denoiser, d)
         self.denoiser = denoiser

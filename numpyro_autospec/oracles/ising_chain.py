@@ -9,6 +9,7 @@ from jax import Array
 from jax.typing import ArrayLike
 
 from numpyro_autospec.defects import OracleError
+from numpyro_autospec.exceptions import positive_integer
 from numpyro_autospec.oracles.base import AnyOrderOracle
 from numpyro_autospec.oracles.chain_messages import (
     SPIN_PRODUCTS,
@@ -281,10 +282,9 @@ class IsingChainOracle(AnyOrderOracle):
     ) -> IsingChainOracle:
         """The homogeneous chain: :math:`J_i = ` ``coupling``, :math:`h_i = ` ``field``
         (scalars, may be traced)."""
-        if isinstance(num_positions, bool) or not isinstance(num_positions, int | np.integer):
-            raise OracleError(
-                f"IsingChainOracle: num_positions must be an integer, got {num_positions!r}"
-            )
+        num_positions = positive_integer(
+            num_positions, "IsingChainOracle: num_positions", OracleError
+        )
         ones = jnp.ones if is_traced((coupling, field)) else np.ones
         return cls(coupling * ones(num_positions - 1), field * ones(num_positions))
 

@@ -42,7 +42,7 @@ from numpyro_autospec.defects import (
     first_line,
     raise_if_defect,
 )
-from numpyro_autospec.exceptions import InputError
+from numpyro_autospec.exceptions import InputError, positive_integer
 from numpyro_autospec.parameters import staged_constants
 
 __all__ = [
@@ -102,12 +102,10 @@ def check_oracle_signature(
     numpyro_autospec.defects.OracleError: net must return log-marginals of shape (3, 2) with a \
 floating dtype, got shape (3,) and dtype float32
     """
-    for label, value in (("num_positions", num_positions), ("num_categories", num_categories)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise OracleError(f"{label} must be a positive integer, got {value!r}")
+    n = positive_integer(num_positions, "num_positions", OracleError)
+    q = positive_integer(num_categories, "num_categories", OracleError)
     if not callable(oracle):
         raise OracleError(f"{name} must be callable, got {type(oracle).__name__}")
-    n, q = int(num_positions), int(num_categories)
     x_spec = jax.ShapeDtypeStruct((n,), jnp.int32)
     mask_spec = jax.ShapeDtypeStruct((n,), jnp.bool_)
     try:

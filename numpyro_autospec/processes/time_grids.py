@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from numpyro_autospec.denoisers.validation import TimeGridError, check_time_grid
+from numpyro_autospec.exceptions import positive_integer
 
 __all__ = ["DEFAULT_DATA_VARIANCE", "DEFAULT_T_MAX", "default_times", "uniform_times"]
 
@@ -124,9 +125,7 @@ def default_times(
 
 
 def _check_num_steps(num_steps) -> int:
-    if isinstance(num_steps, bool) or not isinstance(num_steps, int | np.integer) or num_steps < 1:
-        raise TimeGridError(f"num_steps must be a positive integer, got {num_steps!r}")
-    return int(num_steps)
+    return positive_integer(num_steps, "num_steps", TimeGridError)
 
 
 def _check_t_max(t_max) -> float:

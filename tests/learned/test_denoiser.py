@@ -182,7 +182,7 @@ def test_bad_input_raises_named_errors():
         LearnedDenoiser(64, mean, -np.ones(64), key=key)
     with pytest.raises(DenoiserError, match=r"data_mean must have shape \(64,\), got \(63,\)"):
         LearnedDenoiser(64, mean[:63], scale, key=key)
-    with pytest.raises(DenoiserError, match="depth must be an integer >= 1, got 0"):
+    with pytest.raises(DenoiserError, match="depth must be a positive integer, got 0"):
         LearnedDenoiser(64, mean, scale, depth=0, key=key)
     with pytest.raises(DenoiserError, match=r"y of shape \(64,\).*got shapes \(\) and \(2, 64\)"):
         fresh_network()(1.0, jnp.zeros((2, 64)))

@@ -79,10 +79,10 @@ def test_network_is_a_pytree_of_weights_with_static_sizes():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"num_positions": 0}, "num_positions must be an integer >= 1, got 0"),
-        ({"num_categories": 2.5}, "num_categories must be an integer >= 1, got 2.5"),
-        ({"hidden_size": True}, "hidden_size must be an integer >= 1, got True"),
-        ({"depth": 0}, "depth must be an integer >= 1, got 0"),
+        ({"num_positions": 0}, "num_positions must be a positive integer, got 0"),
+        ({"num_categories": 2.5}, "num_categories must be a positive integer, got 2.5"),
+        ({"hidden_size": True}, "hidden_size must be a positive integer, got True"),
+        ({"depth": 0}, "depth must be a positive integer, got 0"),
     ],
 )
 def test_construction_errors(kwargs, message):

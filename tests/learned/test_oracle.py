@@ -67,7 +67,7 @@ def test_plain_logits_are_normalized_by_the_oracle():
 
 
 def test_construction_errors():
-    with pytest.raises(ValueError, match="positive integer attribute num_positions, got None"):
+    with pytest.raises(ValueError, match="num_positions must be a positive integer, got None"):
         LearnedOracle(lambda x, mask: jnp.zeros((N, Q)))
     wrong = LogitNetwork(jnp.zeros((N * Q, N * Q)), num_categories=2)
     with pytest.raises(OracleError, match=r"could not be traced|shape \(4, 2\)"):

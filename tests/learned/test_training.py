@@ -144,9 +144,9 @@ def test_setting_errors(kwargs, message):
 @pytest.mark.parametrize(
     "sizes, message",
     [
-        ({}, "num_positions, got None"),
-        ({"num_positions": 4, "num_categories": True}, "num_categories, got True"),
-        ({"num_positions": 0, "num_categories": 3}, "num_positions, got 0"),
+        ({}, "num_positions must be a positive integer, got None"),
+        ({"num_positions": 4, "num_categories": True}, "num_categories must be .*, got True"),
+        ({"num_positions": 0, "num_categories": 3}, "num_positions must be .*, got 0"),
     ],
 )
 def test_networks_without_positive_integer_sizes_are_refused_as_the_oracle_refuses_them(
@@ -154,12 +154,10 @@ def test_networks_without_positive_integer_sizes_are_refused_as_the_oracle_refus
 ):
     """``fit`` and :class:`LearnedOracle` share one check of the sizes a network carries."""
     network = types.SimpleNamespace(**sizes)
-    with pytest.raises(
-        InputError, match="fit: the network must have a positive integer attribute " + message
-    ):
+    with pytest.raises(InputError, match="fit: the network attribute SimpleNamespace." + message):
         fit(jax.random.PRNGKey(0), network, table_data()[:8], 1)
     with pytest.raises(
         InputError,
-        match="LearnedOracle: the network must have a positive integer attribute " + message,
+        match="LearnedOracle: the network attribute SimpleNamespace." + message,
     ):
         LearnedOracle(network)

@@ -190,8 +190,8 @@ def test_magnetization_law_given_input_checks():
 @pytest.mark.parametrize(
     ("args", "pattern"),
     [
-        ((0, 1.0), r"^CurieWeissOracle: num_positions must be at least 1, got 0$"),
-        ((2.5, 1.0), r"^CurieWeissOracle: num_positions must be an integer, got 2\.5$"),
+        ((0, 1.0), r"^CurieWeissOracle: num_positions must be a positive integer, got 0$"),
+        ((2.5, 1.0), r"^CurieWeissOracle: num_positions must be a positive integer, got 2\.5$"),
         ((4, math.inf), r"^CurieWeissOracle: beta must be finite, got beta = inf$"),
         ((4, 1.0, math.nan), r"^CurieWeissOracle: h must be finite, got h = nan$"),
         ((4, [1.0, 2.0]), r"^CurieWeissOracle: beta must have shape \(\), got \(2,\)$"),
