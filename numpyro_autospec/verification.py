@@ -33,6 +33,8 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
+from numpyro_autospec.prefix_sums import prefix_max, prefix_sum
+
 __all__ = [
     "Verdict",
     "token_verify",
@@ -144,8 +146,8 @@ def block_stop_probabilities(
 
     # w_{i+1} = min(w_i r_i, 1), w_0 = 1, in closed form: log w_i = S_i - max_{j <= i} S_j with
     # S_i = sum_{j < i} log r_j (induction), so no sequential scan over the window
-    partial = jnp.concatenate([jnp.zeros((1,), log_ratio.dtype), jnp.cumsum(log_ratio)])
-    log_w = partial - jax.lax.cummax(partial)
+    partial = jnp.concatenate([jnp.zeros((1,), log_ratio.dtype), prefix_sum(log_ratio)])
+    log_w = partial - prefix_max(partial)
     residual = jnp.maximum(jnp.exp(log_w[:-1, None] + target_rows) - jnp.exp(draft_rows), 0.0)
     residual = residual.sum(-1)
     w = jnp.exp(log_w[:-1])

@@ -2,6 +2,7 @@ r"""The Curie-Weiss (mean-field Ising) model with exact any-order conditionals i
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -12,6 +13,7 @@ from jax.scipy.special import gammaln
 from jax.typing import ArrayLike
 
 from numpyro_autospec.defects import OracleError
+from numpyro_autospec.exceptions import positive_integer
 from numpyro_autospec.oracles.base import AnyOrderOracle
 from numpyro_autospec.oracles.validation import check_values_in_support
 from numpyro_autospec.parameters import (
@@ -20,6 +22,7 @@ from numpyro_autospec.parameters import (
     real_parameter,
     register_parameters,
 )
+from numpyro_autospec.prefix_sums import prefix_sum
 
 __all__ = ["CurieWeissOracle", "curie_weiss_log_conditionals", "curie_weiss_log_marginals"]
 
@@ -75,6 +78,20 @@ def curie_weiss_log_marginals(beta: ArrayLike, h: ArrayLike, x: Array, mask: Arr
 #: 2^22; four windows of 1023 rows under ``vmap`` 31 ms, 65 ms in chunks of 2^22)
 _CHUNK_ELEMENTS = 1 << 20
 
+#: up to this many rows, the block form sums each row's pinned spins by one masked sum
+#: (``O(Ln)``); beyond, it scatters the spins into the order and takes one prefix sum
+#: (``O(n)``), which costs about what five masked sums do on the CPU (at n = 4096, 29 us
+#: against 6.5 us for one row: a sequential step at n = 4096 went from 56 us to about 16 us;
+#: docs/benchmarks.md, "Prefix sums on the CPU")
+_MASKED_ROWS = 4
+
+
+@functools.lru_cache(maxsize=16)
+def _log_factorials(count: int) -> np.ndarray:
+    """``log k!`` for ``k = 0..count`` (float32, from float64): a constant of the program,
+    not ``count + 1`` evaluations of ``lgamma`` in every call."""
+    return np.array([math.lgamma(k + 1.0) for k in range(count + 1)], np.float32)
+
 
 def curie_weiss_log_conditionals(
     beta: ArrayLike,
@@ -87,24 +104,33 @@ def curie_weiss_log_conditionals(
     r"""Block form of :func:`curie_weiss_log_marginals` in one pass: ``[L, 2]``.
 
     Row :math:`j` depends on its prefix only through the number :math:`c_j` of pinned sites
-    (the prefix length) and their spin sum :math:`M_j`, read off a cumulative sum of the spins
-    along the order.  Each row is then the same :math:`O(n)` logsumexp as in
-    :func:`curie_weiss_log_marginals`, with log-factorials from one table of :math:`n + 1`
-    entries instead of two ``lgamma`` per term: :math:`O(n + Ln)` time for ``L`` rows, in chunks of
-    about :math:`2^{20}/n` rows so that memory stays :math:`O(2^{20} + n + L)`."""
+    (the prefix length) and their spin sum :math:`M_j`: one masked sum per row for a few rows,
+    else a cumulative sum of the spins along the order
+    (:func:`~numpyro_autospec.prefix_sums.prefix_sum`).  Each row is then the same :math:`O(n)`
+    logsumexp as in :func:`curie_weiss_log_marginals`, with log-factorials from one constant
+    table of :math:`n + 1` entries instead of two ``lgamma`` per term: :math:`O(n + Ln)` time
+    for ``L`` rows, in chunks of about :math:`2^{20}/n` rows so that memory stays
+    :math:`O(2^{20} + n + L)`."""
     x = jnp.asarray(x)
     n = x.shape[0]
     ranks = jnp.asarray(ranks, jnp.int32)
     prefix_lengths = jnp.clip(jnp.asarray(prefix_lengths, jnp.int32), 0, n)
+    num_rows = prefix_lengths.shape[0]
     spins = (2 * x.astype(jnp.int32) - 1).astype(jnp.int32)
-    spins_in_order = jnp.zeros(n, jnp.int32).at[ranks].set(spins)
-    prefix_sums = jnp.concatenate([jnp.zeros(1, jnp.int32), jnp.cumsum(spins_in_order)])
-    log_factorials = gammaln(jnp.arange(n + 1, dtype=jnp.float32) + 1.0)
+    if num_rows <= _MASKED_ROWS:
+        pinned = ranks[None, :] < prefix_lengths[:, None]
+        pinned_sums = jnp.sum(jnp.where(pinned, spins[None, :], 0), axis=1)
+    else:
+        spins_in_order = jnp.zeros(n, jnp.int32).at[ranks].set(spins)
+        prefix_sums = jnp.concatenate([jnp.zeros(1, jnp.int32), prefix_sum(spins_in_order)])
+        pinned_sums = prefix_sums[prefix_lengths]
+    log_factorials = jnp.asarray(_log_factorials(n))
     ups = jnp.arange(n, dtype=jnp.int32)[None, :]
 
-    def rows_of(lengths: Array) -> Array:
-        """``[C, 2]`` conditionals for ``C`` prefix lengths (a ``[C, n]`` computation)."""
-        pinned_sum = prefix_sums[lengths]
+    def rows_of(lengths_and_sums: tuple[Array, Array]) -> Array:
+        """``[C, 2]`` conditionals for ``C`` prefix lengths and their pinned spin sums (a
+        ``[C, n]`` computation)."""
+        lengths, pinned_sum = lengths_and_sums
         others = jnp.maximum(n - 1 - lengths, 0)
         valid = ups <= others[:, None]
         log_binomial = (
@@ -121,13 +147,16 @@ def curie_weiss_log_conditionals(
         )
 
     # rows in chunks of about 2^20 / n: memory O(2^20) floats however many rows are asked
-    num_rows = prefix_lengths.shape[0]
     chunk = max(1, min(num_rows, _CHUNK_ELEMENTS // n))
     if chunk >= num_rows:
-        rows = rows_of(prefix_lengths)
+        rows = rows_of((prefix_lengths, pinned_sums))
     else:
-        padded = jnp.pad(prefix_lengths, (0, (-num_rows) % chunk)).reshape(-1, chunk)
-        rows = jax.lax.map(rows_of, padded).reshape(-1, 2)[:num_rows]
+        padding = (-num_rows) % chunk
+        chunks = tuple(
+            jnp.pad(values, (0, padding)).reshape(-1, chunk)
+            for values in (prefix_lengths, pinned_sums)
+        )
+        rows = jax.lax.map(rows_of, chunks).reshape(-1, 2)[:num_rows]
     del sites  # every free site has the same conditional
     return rows - jax.nn.logsumexp(rows, axis=1, keepdims=True)
 
@@ -187,15 +216,9 @@ class CurieWeissOracle(AnyOrderOracle):
     scores_blocks = True
 
     def __init__(self, num_positions: int, beta: ArrayLike, h: ArrayLike = 0.0) -> None:
-        if isinstance(num_positions, bool) or not isinstance(num_positions, int | np.integer):
-            raise OracleError(
-                f"CurieWeissOracle: num_positions must be an integer, got {num_positions!r}"
-            )
-        if num_positions < 1:
-            raise OracleError(
-                f"CurieWeissOracle: num_positions must be at least 1, got {num_positions}"
-            )
-        self.num_positions: int = int(num_positions)
+        self.num_positions: int = positive_integer(
+            num_positions, "CurieWeissOracle: num_positions", OracleError
+        )
         self.beta = real_parameter(beta, "beta", owner="CurieWeissOracle", shape=())
         self.h = real_parameter(h, "h", owner="CurieWeissOracle", shape=())
 

@@ -11,6 +11,7 @@ from jax.typing import ArrayLike
 from numpyro_autospec.defects import OracleError
 from numpyro_autospec.oracles.base import AnyOrderOracle
 from numpyro_autospec.parameters import is_traced, real_parameter, register_parameters
+from numpyro_autospec.prefix_sums import prefix_sum
 
 __all__ = ["HopfieldOracle", "hopfield_log_conditionals", "hopfield_log_marginals"]
 
@@ -78,7 +79,7 @@ def hopfield_log_conditionals(
     spins = 2.0 * jnp.asarray(x, jnp.float32) - 1.0
     order = jnp.zeros(n, jnp.int32).at[ranks].set(jnp.arange(n, dtype=jnp.int32))
     steps = (patterns * spins[None, :])[:, order].T  # [n, R], step t's term of every overlap
-    prefix_overlaps = jnp.concatenate([jnp.zeros((1, patterns.shape[0])), jnp.cumsum(steps, 0)])
+    prefix_overlaps = jnp.concatenate([jnp.zeros((1, patterns.shape[0])), prefix_sum(steps, 0)])
     overlaps = prefix_overlaps[prefix_lengths] / n  # [L, R]
     field = h + beta * jnp.sum(overlaps * patterns[:, jnp.asarray(sites, jnp.int32)].T, axis=1)
     return jnp.stack([jax.nn.log_sigmoid(-2.0 * field), jax.nn.log_sigmoid(2.0 * field)], -1)

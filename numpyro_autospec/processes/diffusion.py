@@ -62,6 +62,7 @@ from numpyro_autospec.denoisers.validation import (
     check_time_grid,
 )
 from numpyro_autospec.exceptions import InputError
+from numpyro_autospec.prefix_sums import prefix_sum
 
 __all__ = ["DiffusionProcess", "DiffusionState", "check_speculation_variance"]
 
@@ -277,11 +278,11 @@ class DiffusionProcess:
             increments = (
                 self.step_sizes[:, None] * answer[None, :] + self._sqrt_step_sizes[:, None] * noise
             )
-            walk = x.path[a][None, :] + jnp.cumsum(jnp.where(in_block, increments, 0.0), axis=0)
+            walk = x.path[a][None, :] + prefix_sum(jnp.where(in_block, increments, 0.0), axis=0)
         else:
             log_growths = self._log_growths[1:] - self._log_growths[a]  # L_{k+1}, from a
             scaled = jnp.exp(-log_growths)[:, None] * self._sqrt_step_sizes[:, None] * noise
-            deviation = jnp.exp(log_growths)[:, None] * jnp.cumsum(
+            deviation = jnp.exp(log_growths)[:, None] * prefix_sum(
                 jnp.where(in_block, scaled, 0.0), axis=0
             )
             elapsed = self.times[1:] - self.times[a]

@@ -1,0 +1,50 @@
+"""``prefix_sum`` and ``prefix_max`` compute ``jnp.cumsum`` and ``lax.cummax`` (integers exactly,
+floats to rounding), along any axis, under ``jit`` and ``vmap``, and take the prefix scan on the
+CPU: the program these tests lower has no windowed reduction (XLA:CPU's quadratic-work
+cumulative sum)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from numpyro_autospec.prefix_sums import prefix_max, prefix_sum
+
+SHAPES = st.lists(st.integers(1, 40), min_size=1, max_size=3).map(tuple)
+
+
+@settings(max_examples=12, deadline=None)
+@given(shape=SHAPES, seed=st.integers(0, 2**16), data=st.data())
+def test_prefix_sum_of_integers_equals_cumsum(shape, seed, data):
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    values = np.random.default_rng(seed).integers(-5, 6, size=shape).astype(np.int32)
+    np.testing.assert_array_equal(prefix_sum(values, axis=axis), np.cumsum(values, axis=axis))
+
+
+@settings(max_examples=12, deadline=None)
+@given(shape=SHAPES, seed=st.integers(0, 2**16), data=st.data())
+def test_prefix_max_equals_cummax(shape, seed, data):
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    values = np.random.default_rng(seed).normal(size=shape).astype(np.float32)
+    np.testing.assert_array_equal(
+        prefix_max(values, axis=axis), np.maximum.accumulate(values, axis=axis)
+    )
+
+
+def test_prefix_sum_of_floats_under_jit_and_vmap_equals_cumsum_to_rounding():
+    values = jax.random.normal(jax.random.PRNGKey(0), (4, 1000, 3))
+    batched = jax.jit(jax.vmap(lambda v: prefix_sum(v, axis=0)))(values)
+    np.testing.assert_allclose(
+        batched, np.cumsum(np.asarray(values, np.float64), axis=1), atol=2e-4
+    )
+
+
+def test_the_cpu_program_is_a_prefix_scan_not_a_window_sum():
+    values = jnp.ones((64, 8))
+    assert jax.default_backend() == "cpu"
+    for function in (prefix_sum, prefix_max):
+        text = jax.jit(function).lower(values).as_text()
+        assert "reduce_window" not in text
+    # the library's own operations are window sums on the CPU: the check above can fail
+    assert "reduce_window" in jax.jit(lambda v: jnp.cumsum(v, axis=0)).lower(values).as_text()
