@@ -19,7 +19,8 @@ The two sums agree to float32 rounding (the largest difference is printed).
     .venv/bin/python benchmarks/prefix_sums.py --lanes 1 16 --repeats 50
 
 Writes ``results/prefix_sums{_label}.{csv,png}``.  Seconds are machine- and load-dependent:
-compare the ratios of one run (docs/benchmarks.md, "Prefix sums on the CPU").
+compare the ratios of one run (docs/benchmarks.md, "Prefix sums on the CPU, and the
+Curie-Weiss chain's step").
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Cumulative sums and maxima that cost ``O(n log n)`` work on every backend.
 
-``jnp.cumsum`` and ``lax.cummax`` lower to a windowed reduction that XLA:CPU rewrites into a
-quadratic-work loop nest: along the rows of a ``[4096, 8]`` array it is about 2x slower than a
-parallel prefix scan, along a ``[32, 4096]`` block of a diffusion path about 7x, and along the
-``[1024, 512]`` one-hot counts of a Potts-like oracle about 7x (``benchmarks/prefix_sums.py``,
-docs/benchmarks.md, "Prefix sums on the CPU").  On the GPU, ``jnp.cumsum`` has its own kernel
-and stays.  The engine's cumulative sums (Curie-Weiss and Hopfield block forms, the diffusion
-speculation, block verification) go through these two functions, which pick the prefix scan
+``jnp.cumsum`` and ``lax.cummax`` lower to a windowed reduction, which XLA:CPU computes
+without a scan kernel: along a digits diffusion path ``[4096, 64]`` it is 2.8x slower than a
+parallel prefix scan, along the ``[1024, 512]`` one-hot counts of the Potts-like benchmark
+oracle 4.5x (``benchmarks/prefix_sums.py``; docs/benchmarks.md, "Prefix sums on the CPU, and
+the Curie-Weiss chain's step").  On the GPU ``jnp.cumsum`` has its own kernel and stays.  The
+samplers' cumulative sums (the Curie-Weiss and Hopfield block forms, the diffusion
+speculation, block verification) go through these two functions, which take the prefix scan
 (:func:`jax.lax.associative_scan`) when the program is lowered for the CPU and ``jnp``'s own
 operation elsewhere (:func:`jax.lax.platform_dependent`: one branch is compiled).
 

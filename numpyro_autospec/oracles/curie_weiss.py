@@ -80,9 +80,10 @@ _CHUNK_ELEMENTS = 1 << 20
 
 #: up to this many rows, the block form sums each row's pinned spins by one masked sum
 #: (``O(Ln)``); beyond, it scatters the spins into the order and takes one prefix sum
-#: (``O(n)``), which costs about what five masked sums do on the CPU (at n = 4096, 29 us
-#: against 6.5 us for one row: a sequential step at n = 4096 went from 56 us to about 16 us;
-#: docs/benchmarks.md, "Prefix sums on the CPU")
+#: (``O(n)``), which costs about what five masked sums do on the CPU (one row at n = 4096:
+#: 6.5 us against 29 us; a sequential step there went from 56 us to about 30 us, with the
+#: constant log-factorial table; docs/benchmarks.md, "Prefix sums on the CPU, and the
+#: Curie-Weiss chain's step")
 _MASKED_ROWS = 4
 
 
