@@ -17,6 +17,8 @@ reference sampler's, key for key.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 from jax import Array
@@ -34,12 +36,7 @@ def prefix_sum(values: ArrayLike, axis: int = 0) -> Array:
     >>> prefix_sum(jnp.ones((2, 3)), axis=1).tolist()
     [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]
     """
-    values = jnp.asarray(values)
-    return jax.lax.platform_dependent(
-        values,
-        cpu=lambda v: jax.lax.associative_scan(jnp.add, v, axis=axis),
-        default=lambda v: jnp.cumsum(v, axis=axis),
-    )
+    return _prefix_scan(values, axis, jnp.add, jnp.cumsum)
 
 
 def prefix_max(values: ArrayLike, axis: int = 0) -> Array:
@@ -49,9 +46,16 @@ def prefix_max(values: ArrayLike, axis: int = 0) -> Array:
     >>> prefix_max(jnp.array([0.0, -1.0, 2.0, 1.0])).tolist()
     [0.0, 0.0, 2.0, 2.0]
     """
-    values = jnp.asarray(values)
+    return _prefix_scan(values, axis, jnp.maximum, jax.lax.cummax)
+
+
+def _prefix_scan(
+    values: ArrayLike, axis: int, combine: Callable, library: Callable[..., Array]
+) -> Array:
+    """``library(values, axis=axis)`` where the program is not lowered for the CPU, else the
+    same prefix reduction by ``combine`` as a parallel scan (one branch is compiled)."""
     return jax.lax.platform_dependent(
-        values,
-        cpu=lambda v: jax.lax.associative_scan(jnp.maximum, v, axis=axis),
-        default=lambda v: jax.lax.cummax(v, axis=axis),
+        jnp.asarray(values),
+        cpu=lambda v: jax.lax.associative_scan(combine, v, axis=axis),
+        default=lambda v: library(v, axis=axis),
     )

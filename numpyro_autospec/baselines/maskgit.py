@@ -83,7 +83,7 @@ def _check_sizes(num_steps, num_rounds) -> tuple[int, int]:
     num_rounds = positive_integer(num_rounds, "num_rounds", ConfigError)
     if num_rounds > num_steps:
         raise ConfigError(f"num_rounds = {num_rounds} exceeds num_steps = {num_steps}")
-    return int(num_steps), int(num_rounds)
+    return num_steps, num_rounds
 
 
 def _check(process, schedule: Sequence[int], order: str) -> np.ndarray:

@@ -70,7 +70,7 @@ def _check(process, window_size, tolerance) -> int:
         np.ndim(tolerance) == 0 and float(tolerance) >= 0
     ):
         raise ConfigError(f"tolerance must be a scalar >= 0 (inf allowed), got {tolerance!r}")
-    return min(int(window_size), process.num_steps)
+    return min(window_size, process.num_steps)
 
 
 def picard_draw(

@@ -101,6 +101,9 @@ class Plan(NamedTuple):
     window_rows: tuple[int, ...]  # row counts of root-window scoring calls (one per call)
     block_rows: tuple[int, ...]  # row counts of recursion-block scoring calls (one per call)
     answer_rows: int  # rows of a speculation answer
+    #: leading rows of an answer that a recursion block reads (engine.state.block_answer):
+    #: ``min(answer_rows, max(1, seq_block))``
+    block_answer_rows: int
     #: recursion blocks speculate in a transition phase of their own, from the leading rows of
     #: their answers (engine.transitions.advance): when answers are large
     block_speculation: bool
@@ -339,6 +342,7 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         window_rows=window_rows(policy, nbytes(row_shape) + nbytes(x_shape)),
         block_rows=block_rows(policy, nbytes(row_shape) + nbytes(x_shape)),
         answer_rows=answer_rows,
+        block_answer_rows=block_answer_rows,
         block_speculation=block_speculation(policy, nbytes(answer_shape), max_transitions),
         block_scoring=block_scoring,
         max_transitions=max_transitions,

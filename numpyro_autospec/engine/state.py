@@ -98,7 +98,7 @@ def select(condition, new, old):
 
 
 def make_context(process, plan: Plan, keys: Array, validate: bool = True) -> Context:
-    block_rows = max(1, plan.seq_block)
+    block_rows = plan.block_answer_rows
     block_answer_shape = None
     if block_rows < plan.answer_rows:  # only then is a recursion block's answer a part
         x_like = jax.eval_shape(process.init, keys[0])

@@ -164,8 +164,8 @@ def train_denoiser(
     from tqdm.auto import tqdm
 
     data = check_denoiser_data(data, network.dim)
-    for label, value in (("num_steps", num_steps), ("batch_size", batch_size)):
-        positive_integer(value, f"train_denoiser: {label}", ConfigError)
+    num_steps = positive_integer(num_steps, "train_denoiser: num_steps", ConfigError)
+    batch_size = positive_integer(batch_size, "train_denoiser: batch_size", ConfigError)
     if not (math.isfinite(learning_rate) and learning_rate > 0):
         raise ConfigError(f"train_denoiser: learning_rate must be positive, got {learning_rate}")
     mean, scale = data_statistics(data)
@@ -182,7 +182,7 @@ def train_denoiser(
         jax.tree.map(eqx.is_inexact_array, network),
         (False, False),
     )
-    schedule = optax.cosine_decay_schedule(learning_rate, int(num_steps), alpha=0.1)
+    schedule = optax.cosine_decay_schedule(learning_rate, num_steps, alpha=0.1)
     optimizer = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(schedule))
     parameters, fixed = eqx.partition(network, trainable)
     state = optimizer.init(parameters)
@@ -199,8 +199,8 @@ def train_denoiser(
         updates, state = optimizer.update(grads, state, parameters)
         return optax.apply_updates(parameters, updates), state, loss
 
-    losses = np.zeros(int(num_steps))
-    bar = tqdm(range(int(num_steps)), disable=not progress_bar, desc="training", unit="step")
+    losses = np.zeros(num_steps)
+    bar = tqdm(range(num_steps), disable=not progress_bar, desc="training", unit="step")
     for index in bar:
         parameters, state, loss = step(parameters, fixed, state, jax.random.fold_in(key, index))
         losses[index] = float(loss)

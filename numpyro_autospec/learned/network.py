@@ -98,15 +98,14 @@ class MaskedMLP(eqx.Module):
         *,
         key: Array,
     ) -> None:
-        for label, value in (
-            ("num_positions", num_positions),
-            ("num_categories", num_categories),
-            ("hidden_size", hidden_size),
-            ("depth", depth),
-        ):
-            positive_integer(value, f"MaskedMLP: {label}", ConfigError)
         n, q, hidden_size, depth = (
-            int(v) for v in (num_positions, num_categories, hidden_size, depth)
+            positive_integer(value, f"MaskedMLP: {label}", ConfigError)
+            for label, value in (
+                ("num_positions", num_positions),
+                ("num_categories", num_categories),
+                ("hidden_size", hidden_size),
+                ("depth", depth),
+            )
         )
         sizes = [n * q + n] + [hidden_size] * depth + [n * q]
         keys = jax.random.split(key, len(sizes) - 1)

@@ -233,9 +233,8 @@ def fit(
     """
     n, q = network_sizes(network, "fit")
     data = check_training_data(data, n, q)
-    for label, value in (("num_steps", num_steps), ("batch_size", batch_size)):
-        positive_integer(value, f"fit: {label}", ConfigError)
-    batch_size = int(batch_size)
+    num_steps = positive_integer(num_steps, "fit: num_steps", ConfigError)
+    batch_size = positive_integer(batch_size, "fit: batch_size", ConfigError)
     if optimizer is None:
         if not (math.isfinite(learning_rate) and learning_rate > 0):
             raise ConfigError(
@@ -245,7 +244,7 @@ def fit(
     opt_state = optimizer.init(eqx.filter(network, eqx.is_inexact_array))
     device_data = jnp.asarray(data)
     losses = []
-    for index in range(int(num_steps)):
+    for index in range(num_steps):
         network, opt_state, loss = _train_step(
             network, opt_state, jax.random.fold_in(key, index), device_data, optimizer, batch_size
         )
