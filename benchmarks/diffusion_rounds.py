@@ -26,8 +26,10 @@ residual batch growth :math:`\\rho` (batch ``r`` runs :math:`\\lceil (1+\\rho)^r
 trials); ``--leaf-sizes`` the blocks sampled step by step.  ``--speculation-variances``:
 ``none`` freezes the drift over a speculated block (the paper), a number :math:`s^2` uses the
 linear-response speculation of ``DiffusionProcess(speculation_variance=s^2)`` (exact for a
-Gaussian of variance :math:`s^2`; the mixture's components have :math:`s^2 = 0.01`).  Every
-setting is exact; they trade rounds against queries.
+Gaussian of variance :math:`s^2`; the mixture's components have :math:`s^2 = 0.01`), and
+``posterior`` the same response with the variance read from the denoiser's Jacobian at each
+block's start (``speculation_variance="posterior"``).  Every setting is exact; they trade
+rounds against queries.
 
 Each draw runs alone in its compiled call (``--draws-per-call 1``, the default), so that its
 rounds are its own and not those of the draws sharing its pool; the query batch is capped by
@@ -63,6 +65,7 @@ from numpyro_autospec.denoisers import GaussianMixtureDenoiser, digits_point_clo
 from numpyro_autospec.engine import Capacity, run
 from numpyro_autospec.engine.scheduler import plan
 from numpyro_autospec.processes import DiffusionProcess
+from numpyro_autospec.processes.diffusion import POSTERIOR
 from numpyro_autospec.processes.time_grids import default_times
 from numpyro_autospec.script_help import script_parser
 
@@ -112,9 +115,11 @@ def make_denoiser(target: str):
 def make_process(target: str, n: int, speculation: str = "none") -> DiffusionProcess:
     """Stochastic localization of ``target`` on ``default_times(n)`` (t_max = 1000); the
     speculation freezes the drift (``speculation = "none"``) or follows the linear response of
-    a Gaussian of that variance (a number, ``DiffusionProcess(speculation_variance=...)``)."""
+    a Gaussian of that variance (a number, ``DiffusionProcess(speculation_variance=...)``) or
+    of the denoiser's posterior variance (``"posterior"``)."""
     denoiser, dim = make_denoiser(target)
-    variance = None if speculation.strip().lower() == "none" else float(speculation)
+    spec = speculation.strip().lower()
+    variance = None if spec == "none" else spec if spec == POSTERIOR else float(spec)
     return DiffusionProcess(
         denoiser, dim, default_times(n), name=target, speculation_variance=variance
     )
@@ -400,8 +405,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--speculation-variances",
         nargs="+",
         default=["none"],
-        help="none (the drift frozen over a block, the paper) or s^2 of the linear-response "
-        "speculation (DiffusionProcess speculation_variance)",
+        help="none (the drift frozen over a block, the paper), s^2 of the linear-response "
+        "speculation (DiffusionProcess speculation_variance), or posterior (its variance read "
+        "from the denoiser's Jacobian)",
     )
     parser.add_argument(
         "--draws-per-call", type=int, default=1, help="draws sharing one engine pool"

@@ -58,13 +58,18 @@ CASES = (
     "mixture-4096",
     "mixture-1024-s0.01",
     "mixture-4096-s0.01",
+    "digits-1024-posterior",
+    "digits-4096-posterior",
+    "mixture-1024-posterior",
+    "mixture-4096-posterior",
 )
 
 
 def make_process(case: str):
     """The process of a case name ``family-size[-qQ]`` (``-sS``: a diffusion whose
     speculation follows the linear response of variance ``S``,
-    ``DiffusionProcess(speculation_variance=S)``)."""
+    ``DiffusionProcess(speculation_variance=S)``; ``-posterior``: of the denoiser's posterior
+    variance, ``speculation_variance="posterior"``)."""
     from numpyro_autospec.oracles import CurieWeissOracle, IsingChainOracle
     from numpyro_autospec.processes import AnyOrderProcess
 
@@ -85,7 +90,8 @@ def make_process(case: str):
     if family in ("digits", "mixture"):
         from diffusion_rounds import make_process as diffusion_process
 
-        return diffusion_process(family, n, rest[0][1:] if rest else "none")
+        speculation = "none" if not rest else rest[0] if rest[0] == "posterior" else rest[0][1:]
+        return diffusion_process(family, n, speculation)
     raise ValueError(f"unknown case {case!r}")
 
 
@@ -168,8 +174,12 @@ def measure(case: str, draws: int, repeats: int, configs: list[str]) -> list[dic
     from rounds import sampler_config
 
     process = make_process(case)
+    # a chain never speculates: with the posterior variance's speculation it would still
+    # compute the denoiser's Jacobian at every step, so it runs the frozen drift's process
+    # (the same chain, the same law; its best path)
+    chain = make_process(case.removesuffix("-posterior"))
     sequential = measure_sampler(
-        lambda keys: sequential_run(process, keys), draws, repeats, "sequential"
+        lambda keys: sequential_run(chain, keys), draws, repeats, "sequential"
     )
     rows = []
     for config in configs:

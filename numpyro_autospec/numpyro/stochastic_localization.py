@@ -39,7 +39,9 @@ class StochasticLocalization(OracleDistribution):
     :param speculation_variance: ``None`` (default) for the paper's speculation, which
         freezes the drift over a block; a variance :math:`s^2 > 0` (may be traced) for the
         *linear-response* speculation, exact for :math:`Y \sim \mathcal N(\mu, s^2 I)` and
-        far fewer rounds when the target is a mixture of components of about that variance
+        far fewer rounds when the target is a mixture of components of about that variance;
+        ``"posterior"`` for the same response with the variance read from the denoiser's
+        Jacobian at each block's start (no variance to know; each query costs the Jacobian)
         (:class:`~numpyro_autospec.processes.diffusion.DiffusionProcess`,
         docs/diffusion.md).  It changes the rounds, never the law.
     :param validate_args: NumPyro's flag.
@@ -56,7 +58,7 @@ class StochasticLocalization(OracleDistribution):
 
     pytree_data_fields = ("times", "denoiser", "speculation_variance")
     pytree_oracle_fields = ("denoiser",)
-    pytree_aux_fields = ("denoiser", "dim")
+    pytree_aux_fields = ("denoiser", "dim", "posterior_response")
 
     def __init__(
         self,
@@ -70,16 +72,18 @@ class StochasticLocalization(OracleDistribution):
             check_denoiser_signature,
             check_time_grid,
         )
-        from numpyro_autospec.processes.diffusion import check_speculation_variance
+        from numpyro_autospec.processes.diffusion import check_speculation_variance, is_posterior
 
         d = positive_integer(dim, "dim")
         self.times = check_time_grid(times)
         check_denoiser_signature(denoiser, d)
         self.denoiser = denoiser
         self.dim = d
+        #: ``speculation_variance="posterior"`` (static: it changes the answers' shape)
+        self.posterior_response = is_posterior(speculation_variance)
         self.speculation_variance = (
             None
-            if speculation_variance is None
+            if speculation_variance is None or self.posterior_response
             else check_speculation_variance(speculation_variance)
         )
         super().__init__(batch_shape=(), event_shape=(d,), validate_args=validate_args)
@@ -88,14 +92,16 @@ class StochasticLocalization(OracleDistribution):
 
     def make_process(self, name: str):
         """The :class:`~numpyro_autospec.processes.diffusion.DiffusionProcess` on the grid."""
-        from numpyro_autospec.processes.diffusion import DiffusionProcess
+        from numpyro_autospec.processes.diffusion import POSTERIOR, DiffusionProcess
 
         return DiffusionProcess(
             self.denoiser,
             self.dim,
             self.times,
             name=name,
-            speculation_variance=self.speculation_variance,
+            speculation_variance=(
+                POSTERIOR if self.posterior_response else self.speculation_variance
+            ),
         )
 
     def validate_oracle(self, name: str) -> None:

@@ -64,7 +64,13 @@ from numpyro_autospec.denoisers.validation import (
 from numpyro_autospec.exceptions import InputError
 from numpyro_autospec.prefix_sums import prefix_sum
 
-__all__ = ["DiffusionProcess", "DiffusionState", "check_speculation_variance"]
+__all__ = [
+    "POSTERIOR",
+    "DiffusionProcess",
+    "DiffusionState",
+    "check_speculation_variance",
+    "is_posterior",
+]
 
 
 class DiffusionState(NamedTuple):
@@ -127,9 +133,24 @@ class DiffusionProcess:
         Gaussian mixture whose components have variance :math:`s^2` has it once a component
         is identified, which is where the frozen drift is rejected (docs/diffusion.md, "Where
         the tail comes from").  A point cloud has :math:`\operatorname{Cov} \to 0` instead:
-        keep ``None`` there.  Every choice is exact (the algorithm is exact for any
-        speculation drawn from its stated density, docs/algorithm.md section 3); it only
-        changes the acceptance.
+        keep ``None`` there.  ``"posterior"``: the same Gaussian response with the
+        variance read from the denoiser at the block's start instead of given,
+
+        .. math::
+
+            c_k = \frac{v_a}{1 + v_a (t_k - t_a)}, \qquad
+            v_a = \tfrac{1}{d} \operatorname{tr} \nabla_y f(t_a, y_a)
+                = \tfrac{1}{d} \operatorname{tr} \operatorname{Cov}(Y \mid y_{t_a}),
+
+        the posterior covariance of an isotropic Gaussian evolved from :math:`t_a` (for
+        :math:`Y \sim \mathcal{N}(\mu, s^2 I)`, :math:`v_a = s^2/(1 + s^2 t_a)` and
+        :math:`c_k = s^2/(1 + s^2 t_k)`: the linear response of :math:`s^2`).  Each query
+        then returns :math:`(f, v)`, shape ``[d + 1]``, and costs the denoiser's Jacobian
+        (``jax.jacfwd``: :math:`d` forward-mode passes); no variance has to be known, and a
+        point cloud, whose posterior covariance collapses, gets :math:`v_a \approx 0`, the
+        frozen drift.  Every choice is exact (the algorithm is exact for any speculation
+        drawn from its stated density, docs/algorithm.md section 3); it only changes the
+        acceptance.
 
     The state is :class:`DiffusionState`; :meth:`output` is the denoised point
     :math:`f(t_N, y_N)` (``final_query = True``: the samplers query it after the last step) and
@@ -165,7 +186,7 @@ class DiffusionProcess:
         times: ArrayLike,
         *,
         name: str = "y",
-        speculation_variance: float | None = None,
+        speculation_variance: float | str | None = None,
     ) -> None:
         check_denoiser_signature(denoiser, dim, name=f"denoiser of site {name!r}")
         grid = check_time_grid(times, site=name)
@@ -187,7 +208,9 @@ class DiffusionProcess:
             -0.5 * self.dim * (np.log(2.0 * np.pi) + log_step_sizes), dtype=jnp.float32
         )
         self.speculation_variance = speculation_variance
-        if speculation_variance is not None:
+        #: the linear response's variance is read from the denoiser at each block's start
+        self.posterior_response = is_posterior(speculation_variance)
+        if speculation_variance is not None and not self.posterior_response:
             variance = check_speculation_variance(speculation_variance, site=name)
             # c_k = s^2 / (1 + s^2 t_k) and L_k = sum_{i<k} log(1 + h_i c_i), k = 0..N
             self._responses = variance / (1.0 + variance * self.times[:-1])
@@ -216,31 +239,47 @@ class DiffusionProcess:
         return log_normalizer - 0.5 * jnp.sum(residual**2, axis=-1) / step_size
 
     # -- oracle --------------------------------------------------------------------------
+    def _evaluate(self, t: Array, y: Array) -> Array:
+        r"""The answer at :math:`(t, y)`: :math:`f(t, y)`, followed by the posterior variance
+        :math:`v = \operatorname{tr} \nabla_y f(t, y) / d` with ``"posterior"``."""
+        if not self.posterior_response:
+            return self.denoiser(t, y)
+
+        def drift_twice(y):
+            drift = self.denoiser(t, y)
+            return drift, drift
+
+        jacobian, drift = jax.jacfwd(drift_twice, has_aux=True)(y)  # one pass: d tangents
+        variance = jnp.trace(jacobian) / self.dim
+        return jnp.concatenate([drift, variance[None]])
+
     def query(self, x: DiffusionState, k: Array, num_rows: int = 1) -> Array:
-        """The drift :math:`f(t_k, y_k)`, shape ``[d]``: the whole speculation of a block
-        starting at ``k`` (``num_rows`` is not used)."""
+        """The drift :math:`f(t_k, y_k)`, shape ``[d]`` (with ``"posterior"``: followed by
+        the posterior variance, shape ``[d + 1]``): the whole speculation of a block starting
+        at ``k`` (``num_rows`` is not used)."""
         del num_rows
-        return self.denoiser(self.times[k], x.path[k])
+        return self._evaluate(self.times[k], x.path[k])
 
     def reduce(self, x: DiffusionState, k: Array, answer: Array) -> Array:
-        """The whole answer: step ``k`` needs the drift and nothing else."""
-        return answer
+        """The drift: step ``k`` needs it and nothing else."""
+        return answer[..., : self.dim]
 
     # -- batched forms for the engine (read only the rows each query needs) ------------------
     def query_batch(self, states: DiffusionState, slot: Array, k: Array) -> Array:
         """``query(states[slot[i]], k[i])`` for every ``i``, reading :math:`y_k` only (the
         engine's pool holds one path per slot; gathering whole paths per query would move
         :math:`O(N d)` floats per query)."""
-        return jax.vmap(self.denoiser)(self.times[k], states.path[slot, k])
+        return jax.vmap(self._evaluate)(self.times[k], states.path[slot, k])
 
     def score_batch(
         self, states: DiffusionState, slot: Array, k: Array, answers: Array
     ) -> tuple[Array, Array]:
         """``(reduce, target_logp)`` of step ``k[i]`` of ``states[slot[i]]`` for every ``i``."""
+        drifts = answers[:, : self.dim]
         log_densities = jax.vmap(self.step_log_density)(
-            k, states.path[slot, k], states.path[slot, k + 1], answers
+            k, states.path[slot, k], states.path[slot, k + 1], drifts
         )
-        return answers, log_densities
+        return drifts, log_densities
 
     # -- target ----------------------------------------------------------------------------
     def target_logp(self, x: DiffusionState, k: Array, reduced: Array) -> Array:
@@ -280,7 +319,8 @@ class DiffusionProcess:
             )
             walk = x.path[a][None, :] + prefix_sum(jnp.where(in_block, increments, 0.0), axis=0)
         else:
-            log_growths = self._log_growths[1:] - self._log_growths[a]  # L_{k+1}, from a
+            _, log_growths = self._responses_from(a, answer)  # L_{k+1}, from a
+            answer = answer[: self.dim]
             scaled = jnp.exp(-log_growths)[:, None] * self._sqrt_step_sizes[:, None] * noise
             deviation = jnp.exp(log_growths)[:, None] * prefix_sum(
                 jnp.where(in_block, scaled, 0.0), axis=0
@@ -289,15 +329,30 @@ class DiffusionProcess:
             walk = x.path[a][None, :] + elapsed[:, None] * answer[None, :] + deviation
         return x._replace(path=x.path.at[1:].set(jnp.where(in_block, walk, x.path[1:])))
 
+    def _responses_from(self, a: Array, answer: Array) -> tuple[Array, Array]:
+        r"""The linear response of a block starting at ``a``: :math:`c_k` for every step
+        ``k`` and :math:`L_{k+1} = \sum_{a \le i \le k} \log(1 + h_i c_i)` (meaningful
+        for :math:`k \ge a`).  A given variance: the constants of the constructor;
+        ``"posterior"``: :math:`c_k = v_a / (1 + v_a (t_k - t_a))` from the answer's
+        :math:`v_a` (clipped at 0, so that a rounding error cannot make it negative)."""
+        if not self.posterior_response:
+            return self._responses, self._log_growths[1:] - self._log_growths[a]
+        variance = jnp.maximum(answer[self.dim], 0.0)
+        responses = variance / (1.0 + variance * (self.times[:-1] - self.times[a]))
+        after = jnp.arange(self.num_steps) >= a
+        log_growths = prefix_sum(jnp.where(after, jnp.log1p(self.step_sizes * responses), 0.0))
+        return responses, log_growths
+
     def spec_logp(self, x: DiffusionState, a: Array, m: Array, answer: Array) -> Array:
         """:math:`\\sum_{k=a}^{a+m-1} \\log \\mathcal{N}(y_{k+1};\\, y_k + h_k b_k,\\, h_k I)`
         with the speculation's drift :math:`b_k = O_a` (frozen) or
         :math:`b_k = O_a + c_k z_k` (linear response)."""
-        drift = answer[None, :]
+        drift = answer[None, : self.dim]
         if self.speculation_variance is not None:
+            responses, _ = self._responses_from(a, answer)
             elapsed = self.times[:-1] - self.times[a]
-            deviation = x.path[:-1] - x.path[a][None, :] - elapsed[:, None] * answer[None, :]
-            drift = drift + self._responses[:, None] * deviation
+            deviation = x.path[:-1] - x.path[a][None, :] - elapsed[:, None] * drift
+            drift = drift + responses[:, None] * deviation
         log_densities = self._increment_log_density(
             x.path[1:] - x.path[:-1],
             drift,
@@ -310,7 +365,7 @@ class DiffusionProcess:
         """The denoised point :math:`f(t_N, y_N)` (``final_answer``, queried by the sampler)."""
         if final_answer is None:
             raise InputError(f"site {self.name!r}: output needs final_answer = query(x, num_steps)")
-        return final_answer
+        return final_answer[..., : self.dim]
 
     #: the exception of a defective denoiser answer found by the samplers' validation
     defect_error = DenoiserError
@@ -329,7 +384,10 @@ class DiffusionProcess:
         if not isinstance(self.times, jax.core.Tracer):
             t = f"{float(self.times[min(int(step), self.num_steps)]):g}"
         message = describe_defect(code, name=f"denoiser {denoiser}", t=t)
-        return f"site {self.name!r}: {message} (entry {row}, query at step {step})"
+        entry = f"entry {row}"
+        if self.posterior_response and row == self.dim:
+            entry = f"entry {row}, the trace of its Jacobian over d"
+        return f"site {self.name!r}: {message} ({entry}, query at step {step})"
 
     def __repr__(self) -> str:
         traced = isinstance(self.times, jax.core.Tracer)
@@ -340,12 +398,29 @@ class DiffusionProcess:
         )
 
 
+POSTERIOR = "posterior"
+"""``speculation_variance=POSTERIOR``: the linear response's variance is read from the
+denoiser's Jacobian at each block's start (:class:`DiffusionProcess`)."""
+
+
+def is_posterior(variance) -> bool:
+    """Whether ``variance`` asks for the posterior-variance response (the string
+    :data:`POSTERIOR`; any other string is refused by :func:`check_speculation_variance`)."""
+    return isinstance(variance, str) and variance == POSTERIOR
+
+
 def check_speculation_variance(variance, site: str | None = None) -> Array:
     """The linear-response speculation's variance as a float32 array; a concrete value that is
     not a positive finite scalar is refused with a
     :class:`~numpyro_autospec.denoisers.DenoiserError` (naming ``site`` when given).  A traced
-    value passes: only its shape is checked."""
+    value passes: only its shape is checked.  (The string ``"posterior"`` is not a variance:
+    :func:`is_posterior` recognizes it first.)"""
     prefix = "" if site is None else f"site {site!r}: "
+    if isinstance(variance, str):
+        raise DenoiserError(
+            f"{prefix}speculation_variance must be a positive finite scalar or "
+            f"{POSTERIOR!r}, got {variance!r}"
+        )
     shape = variance.shape if isinstance(variance, jax.core.Tracer) else np.shape(variance)
     if shape != ():
         raise DenoiserError(f"{prefix}speculation_variance must be a scalar, got shape {shape}")

@@ -27,13 +27,16 @@ inside ``jax.jit`` with the weight of its error term a traced argument (``error`
 exact tests (the package's density plus ``0 * term``, which adds nothing: their first draws
 are those of the reference sampler on the package's own process) and 1 for the wrong variant.
 Compiling an engine program is most of the cost (about 27 s of CPU each, against about 1.3 s
-for 1000 point-cloud draws), so the file compiles three: the frozen drift on the point cloud,
-the linear-response speculation on it, and the mixture (``slow``).
+for 1000 point-cloud draws), so the file compiles four: the frozen drift on the point cloud,
+the linear-response speculations on it (a given variance, and the posterior variance read
+from the denoiser's Jacobian), and the mixture (``slow``).
 
 Reference: Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869 (2025).
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -207,10 +210,9 @@ def test_harness_rejects_a_wrong_target_density(cloud_chain_categories):
 
 
 # ------------------------------------------------------------------------------ speculations
-#: the linear-response speculation (``speculation_variance``): another speculation, the same law
-LINEAR_CLOUD_PROCESS = DiffusionProcess(
-    CLOUD, 2, CLOUD_PROCESS.times, speculation_variance=LINEAR_RESPONSE_VARIANCE
-)
+#: the linear-response speculations (``speculation_variance``): a given variance, and the
+#: posterior variance read from the denoiser's Jacobian; other speculations, the same law
+RESPONSES = {"given-variance": LINEAR_RESPONSE_VARIANCE, "posterior-variance": "posterior"}
 
 
 class LinearResponseWithDensityError(DiffusionProcess):
@@ -230,34 +232,42 @@ class LinearResponseWithDensityError(DiffusionProcess):
         return own + self.error * (frozen - own)
 
 
-@jax.jit
-def linear_cloud_draws(keys: Array, error: Array) -> Samples:
+@functools.partial(jax.jit, static_argnames="variance")
+def linear_cloud_draws(keys: Array, error: Array, variance) -> Samples:
     """Engine draws of :class:`LinearResponseWithDensityError` on the point cloud: one program
-    for the exact draws (``error = 0``) and the wrong ones (``error = 1``)."""
+    per ``variance`` for the exact draws (``error = 0``) and the wrong ones (``error = 1``)."""
     process = LinearResponseWithDensityError(
-        CLOUD, 2, CLOUD_PROCESS.times, speculation_variance=LINEAR_RESPONSE_VARIANCE, error=error
+        CLOUD, 2, CLOUD_PROCESS.times, speculation_variance=variance, error=error
     )
     return run(process, keys, CONFIG)
 
 
-def test_engine_with_linear_response_speculation_matches_euler_chain(cloud_chain_categories):
-    """The speculation changes the rounds, never the law: 3200 engine draws with the
+@pytest.mark.parametrize("response", list(RESPONSES))
+def test_engine_with_linear_response_speculation_matches_euler_chain(
+    response, cloud_chain_categories
+):
+    """The speculation changes the rounds, never the law: 3200 engine draws with a
     linear-response speculation against the chain (same power as the frozen drift's test)."""
-    samples, keys = draws_of(linear_cloud_draws, 5, 3200, error=0.0)
-    assert_draws_are_the_reference(LINEAR_CLOUD_PROCESS, samples, keys)
+    variance = RESPONSES[response]
+    program = functools.partial(linear_cloud_draws, variance=variance)
+    samples, keys = draws_of(program, 5, 3200, error=0.0)
+    process = DiffusionProcess(CLOUD, 2, CLOUD_PROCESS.times, speculation_variance=variance)
+    assert_draws_are_the_reference(process, samples, keys)
     assert_two_sample(
         nearest_point(samples.value),
         cloud_chain_categories,
         threshold=THRESHOLD,
-        label="engine with the linear-response speculation vs Euler chain, point cloud",
+        label=f"engine with the linear-response speculation ({response}) vs Euler chain",
     )
     assert samples.queries.mean() > NUM_STEPS + 1  # the residual loop ran
 
 
 @pytest.mark.slow
-def test_harness_rejects_a_speculation_with_the_wrong_density(cloud_chain_categories):
+@pytest.mark.parametrize("response", list(RESPONSES))
+def test_harness_rejects_a_speculation_with_the_wrong_density(response, cloud_chain_categories):
     """The same test fails when the speculation's reported density is not that of its draws."""
-    samples, _ = draws_of(linear_cloud_draws, 5, 3200, error=1.0)
+    program = functools.partial(linear_cloud_draws, variance=RESPONSES[response])
+    samples, _ = draws_of(program, 5, 3200, error=1.0)
     categories = nearest_point(samples.value)
     result = two_sample_chisquare(categories, cloud_chain_categories)
     assert result.p_value < 1e-8, result

@@ -254,6 +254,12 @@ def test_stochastic_localization_passes_its_speculation_variance_to_the_process(
     # a pytree: the variance is data (flattened and rebuilt, e.g. by vmap over a latent)
     rebuilt = jax.tree.unflatten(*reversed(jax.tree.flatten(d)))
     assert float(rebuilt.speculation_variance) == 0.25
+    # "posterior" is static (it changes the answers' shape): kept through flattening and jit
+    posterior = StochasticLocalization(denoiser, 2, times, speculation_variance="posterior")
+    assert posterior.make_process("y").posterior_response
+    rebuilt = jax.tree.unflatten(*reversed(jax.tree.flatten(posterior)))
+    assert rebuilt.make_process("y").posterior_response
+    assert jax.jit(lambda d: d.sample(jax.random.PRNGKey(0)))(posterior).shape == (2,)
 
 
 @pytest.mark.parametrize(
@@ -262,6 +268,10 @@ def test_stochastic_localization_passes_its_speculation_variance_to_the_process(
         (-1.0, r"^speculation_variance must be a positive finite scalar, got -1.0$"),
         (float("nan"), r"^speculation_variance must be a positive finite scalar, got nan$"),
         (np.ones(2), r"^speculation_variance must be a scalar, got shape \(2,\)$"),
+        (
+            "auto",
+            r"^speculation_variance must be a positive finite scalar or 'posterior', got 'auto'$",
+        ),
     ],
 )
 def test_stochastic_localization_refuses_a_bad_speculation_variance(variance, message):

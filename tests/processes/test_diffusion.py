@@ -129,7 +129,7 @@ def test_constructor_errors_name_the_site():
         DiffusionProcess(CLOUD, 3, [0.0, 1.0], name="pixels")  # CLOUD.dim is 2
     with pytest.raises(DenoiserError, match="'pixels'.*float32\\[2\\]"):
         DiffusionProcess(lambda t, y: jnp.zeros(3), 2, [0.0, 1.0], name="pixels")
-    for variance in (0.0, -1.0, float("nan"), [0.1, 0.2]):
+    for variance in (0.0, -1.0, float("nan"), [0.1, 0.2], "Posterior", "auto"):
         with pytest.raises(DenoiserError, match="'pixels'.*speculation_variance"):
             DiffusionProcess(CLOUD, 2, [0.0, 1.0], name="pixels", speculation_variance=variance)
 
@@ -268,6 +268,61 @@ def test_linear_response_speculation_is_the_target_for_a_gaussian():
     )
     assert abs(float(log_mu - linear.spec_logp(speculated, a, m, answer))) < 1e-2
     assert abs(float(log_mu - frozen.spec_logp(speculated, a, m, answer))) > 1.0
+
+
+def test_posterior_variance_is_the_clouds_posterior_covariance_trace():
+    """With ``"posterior"`` a query returns ``(f, v)``, ``v = tr Cov(Y | y_t) / d``: for a
+    point cloud the weighted covariance of its points (float64 NumPy), not a given number;
+    ``reduce``, the batched forms and ``output`` read the drift alone."""
+    process = DiffusionProcess(CLOUD, 2, CLOUD_TIMES, speculation_variance="posterior")
+    x = random_path(31)
+    points = np.asarray(CLOUD.points, np.float64)
+    for k in (1, 3, 6):
+        answer = np.asarray(process.query(x, k))
+        t, y = float(CLOUD_TIMES[k]), np.asarray(x.path[k], np.float64)
+        logits = points @ y - 0.5 * t * np.sum(points**2, axis=1)  # N(y; t p, t I)
+        weights = np.exp(logits - logits.max())
+        weights /= weights.sum()
+        mean = weights @ points
+        covariance = (points - mean).T @ np.diag(weights) @ (points - mean)
+        np.testing.assert_allclose(answer[:2], mean, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(answer[2], np.trace(covariance) / 2, rtol=1e-3, atol=1e-6)
+        np.testing.assert_array_equal(process.reduce(x, k, answer), answer[:2])
+    states = DiffusionState(path=jnp.stack([x.path, random_path(32).path]))
+    slot, k = jnp.array([1, 0]), jnp.array([2, 5])
+    batch = process.query_batch(states, slot, k)
+    np.testing.assert_allclose(batch[0], process.query(random_path(32), 2), rtol=1e-6)
+    drifts, _ = process.score_batch(states, slot, k, batch)
+    np.testing.assert_array_equal(drifts, batch[:, :2])
+    np.testing.assert_array_equal(process.output(x, batch[1]), batch[1, :2])
+
+
+def test_posterior_response_is_the_linear_response_for_a_gaussian():
+    """For ``Y ~ N(mu, s^2 I)``, ``Cov(Y | y_t) = s^2 / (1 + s^2 t) I``: the posterior
+    response read at a block's start gives ``c_k = s^2 / (1 + s^2 t_k)``, the linear response
+    of the given ``s^2``, so both draw the same block from the same key with the same density
+    (and the posterior one differs from the frozen drift's)."""
+    gaussian = GaussianMixtureDenoiser.isotropic(jnp.ones(1), jnp.array([[0.3, -0.2]]), 0.5)
+    times = default_times(32, 50.0)
+    given = DiffusionProcess(gaussian, 2, times, speculation_variance=0.25)
+    posterior = DiffusionProcess(gaussian, 2, times, speculation_variance="posterior")
+    x = given.init(jax.random.PRNGKey(0))
+    for k in range(5):
+        x = given.target_sample(jax.random.PRNGKey(k), x, k, given.query(x, k))
+    a, m = 5, 20
+    answer = posterior.query(x, a)
+    np.testing.assert_allclose(answer[2], 0.25 / (1 + 0.25 * float(times[a])), rtol=1e-5)
+    key = jax.random.PRNGKey(33)
+    by_given = given.spec_sample(key, x, a, m, given.query(x, a))
+    by_posterior = posterior.spec_sample(key, x, a, m, answer)
+    np.testing.assert_allclose(by_posterior.path, by_given.path, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        posterior.spec_logp(by_posterior, a, m, answer),
+        given.spec_logp(by_given, a, m, given.query(x, a)),
+        rtol=1e-5,
+    )
+    frozen = DiffusionProcess(gaussian, 2, times).spec_sample(key, x, a, m, answer[:2])
+    assert float(jnp.max(jnp.abs(frozen.path - by_posterior.path))) > 1e-2
 
 
 def test_speculation_of_one_step_is_a_target_step():
