@@ -133,22 +133,25 @@ class DiffusionProcess:
         Gaussian mixture whose components have variance :math:`s^2` has it once a component
         is identified, which is where the frozen drift is rejected (docs/diffusion.md, "Where
         the tail comes from").  A point cloud has :math:`\operatorname{Cov} \to 0` instead:
-        keep ``None`` there.  ``"posterior"``: the same Gaussian response with the
-        variance read from the denoiser at the block's start instead of given,
+        keep ``None`` there.  ``"posterior"``: the response of the posterior covariance
+        itself, read from the denoiser at the block's start,
 
         .. math::
 
-            c_k = \frac{v_a}{1 + v_a (t_k - t_a)}, \qquad
-            v_a = \tfrac{1}{d} \operatorname{tr} \nabla_y f(t_a, y_a)
-                = \tfrac{1}{d} \operatorname{tr} \operatorname{Cov}(Y \mid y_{t_a}),
+            O_a + C_k z_k, \qquad C_k = \Sigma_a (I + (t_k - t_a) \Sigma_a)^{-1}, \qquad
+            \Sigma_a = \nabla_y f(t_a, y_a) = \operatorname{Cov}(Y \mid y_{t_a}),
 
-        the posterior covariance of an isotropic Gaussian evolved from :math:`t_a` (for
-        :math:`Y \sim \mathcal{N}(\mu, s^2 I)`, :math:`v_a = s^2/(1 + s^2 t_a)` and
-        :math:`c_k = s^2/(1 + s^2 t_k)`: the linear response of :math:`s^2`).  Each query
-        then returns :math:`(f, v)`, shape ``[d + 1]``, and costs the denoiser's Jacobian
-        (``jax.jacfwd``: :math:`d` forward-mode passes); no variance has to be known, and a
-        point cloud, whose posterior covariance collapses, gets :math:`v_a \approx 0`, the
-        frozen drift.  Every choice is exact (the algorithm is exact for any speculation
+        the posterior covariance of a Gaussian of covariance :math:`\Sigma_a` at
+        :math:`t_a`, observed further up to :math:`t_k` (for any Gaussian target it *is* the
+        target; for :math:`\mathcal{N}(\mu, s^2 I)`, :math:`C_k = s^2/(1 + s^2 t_k) I`, the
+        response of the given :math:`s^2`).  In the eigenbasis :math:`\Sigma_a = U
+        \operatorname{diag}(\lambda) U^\top` every direction is a scalar response
+        :math:`\lambda_i / (1 + \lambda_i (t_k - t_a))`, drawn with one cumulative sum.
+        Each query returns :math:`(f, \lambda, U)`, shape ``[d + d + d * d]``, and costs the
+        denoiser's Jacobian (``jax.jacfwd``: :math:`d` forward-mode passes) and an
+        eigendecomposition: no variance has to be known, and directions in which the
+        posterior has collapsed (a point cloud's, once its point is near) keep the frozen
+        drift.  Every choice is exact (the algorithm is exact for any speculation
         drawn from its stated density, docs/algorithm.md section 3); it only changes the
         acceptance.
 
@@ -208,7 +211,7 @@ class DiffusionProcess:
             -0.5 * self.dim * (np.log(2.0 * np.pi) + log_step_sizes), dtype=jnp.float32
         )
         self.speculation_variance = speculation_variance
-        #: the linear response's variance is read from the denoiser at each block's start
+        #: the linear response is the posterior covariance's, read from the denoiser's Jacobian
         self.posterior_response = is_posterior(speculation_variance)
         if speculation_variance is not None and not self.posterior_response:
             variance = check_speculation_variance(speculation_variance, site=name)
@@ -240,8 +243,10 @@ class DiffusionProcess:
 
     # -- oracle --------------------------------------------------------------------------
     def _evaluate(self, t: Array, y: Array) -> Array:
-        r"""The answer at :math:`(t, y)`: :math:`f(t, y)`, followed by the posterior variance
-        :math:`v = \operatorname{tr} \nabla_y f(t, y) / d` with ``"posterior"``."""
+        r"""The answer at :math:`(t, y)`: :math:`f(t, y)`; with ``"posterior"`` followed by the
+        eigenvalues :math:`\lambda` and the eigenvectors :math:`U` (flattened, columns) of the
+        posterior covariance :math:`\nabla_y f(t, y)` (symmetrized: a learned denoiser's
+        Jacobian need not be symmetric, and any speculation is exact)."""
         if not self.posterior_response:
             return self.denoiser(t, y)
 
@@ -250,13 +255,13 @@ class DiffusionProcess:
             return drift, drift
 
         jacobian, drift = jax.jacfwd(drift_twice, has_aux=True)(y)  # one pass: d tangents
-        variance = jnp.trace(jacobian) / self.dim
-        return jnp.concatenate([drift, variance[None]])
+        variances, basis = jnp.linalg.eigh(0.5 * (jacobian + jacobian.T))
+        return jnp.concatenate([drift, variances, basis.reshape(-1)])
 
     def query(self, x: DiffusionState, k: Array, num_rows: int = 1) -> Array:
         """The drift :math:`f(t_k, y_k)`, shape ``[d]`` (with ``"posterior"``: followed by
-        the posterior variance, shape ``[d + 1]``): the whole speculation of a block starting
-        at ``k`` (``num_rows`` is not used)."""
+        the posterior covariance's eigenvalues and eigenvectors, shape ``[d + d + d * d]``):
+        the whole speculation of a block starting at ``k`` (``num_rows`` is not used)."""
         del num_rows
         return self._evaluate(self.times[k], x.path[k])
 
@@ -310,7 +315,8 @@ class DiffusionProcess:
         frozen-drift mean path obeys :math:`z_{k+1} = (1 + h_k c_k) z_k + \\sqrt{h_k}\\,\\xi_k`,
         :math:`z_a = 0`, solved as :math:`z_{k+1} = e^{L_{k+1}} \\sum_{j=a}^{k} e^{-L_{j+1}}
         \\sqrt{h_j}\\,\\xi_j` with :math:`L_k = \\sum_{a \\le i < k} \\log(1 + h_i c_i)`:
-        again one cumulative sum."""
+        again one cumulative sum (per direction of the posterior covariance's eigenbasis for
+        ``"posterior"``, whose noise is drawn in that basis)."""
         in_block = self._in_block(a, m)[:, None]
         noise = jax.random.normal(key, (self.num_steps, self.dim), jnp.float32)
         if self.speculation_variance is None:
@@ -319,40 +325,53 @@ class DiffusionProcess:
             )
             walk = x.path[a][None, :] + prefix_sum(jnp.where(in_block, increments, 0.0), axis=0)
         else:
-            _, log_growths = self._responses_from(a, answer)  # L_{k+1}, from a
+            basis, _, log_growths = self._response(a, answer)  # L_{k+1}, from a
             answer = answer[: self.dim]
-            scaled = jnp.exp(-log_growths)[:, None] * self._sqrt_step_sizes[:, None] * noise
-            deviation = jnp.exp(log_growths)[:, None] * prefix_sum(
-                jnp.where(in_block, scaled, 0.0), axis=0
-            )
+            if basis is not None:  # coordinates in the eigenbasis: still standard normal
+                noise = noise @ basis
+            scaled = jnp.exp(-log_growths) * self._sqrt_step_sizes[:, None] * noise
+            deviation = jnp.exp(log_growths) * prefix_sum(jnp.where(in_block, scaled, 0.0), axis=0)
+            if basis is not None:
+                deviation = deviation @ basis.T
             elapsed = self.times[1:] - self.times[a]
             walk = x.path[a][None, :] + elapsed[:, None] * answer[None, :] + deviation
         return x._replace(path=x.path.at[1:].set(jnp.where(in_block, walk, x.path[1:])))
 
-    def _responses_from(self, a: Array, answer: Array) -> tuple[Array, Array]:
-        r"""The linear response of a block starting at ``a``: :math:`c_k` for every step
-        ``k`` and :math:`L_{k+1} = \sum_{a \le i \le k} \log(1 + h_i c_i)` (meaningful
-        for :math:`k \ge a`).  A given variance: the constants of the constructor;
-        ``"posterior"``: :math:`c_k = v_a / (1 + v_a (t_k - t_a))` from the answer's
-        :math:`v_a` (clipped at 0, so that a rounding error cannot make it negative)."""
+    def _response(self, a: Array, answer: Array) -> tuple[Array | None, Array, Array]:
+        r"""The linear response of a block starting at ``a``, direction by direction:
+        ``(basis, c, L)`` with ``c[k, i]`` :math:`= c_k` along basis vector ``i`` and
+        ``L[k, i]`` :math:`= \sum_{a \le j \le k} \log(1 + h_j c_j)` (meaningful for
+        :math:`k \ge a`), shapes ``[N, d]``.  A given variance: the same in every direction
+        (``basis`` is ``None``, the identity; ``[N, 1]`` columns), the constants of the
+        constructor.  ``"posterior"``: :math:`c_k = \lambda_i / (1 + \lambda_i (t_k - t_a))`
+        from the answer's eigenvalues (clipped at 0, so that a rounding error cannot make a
+        variance negative) in the answer's eigenbasis."""
         if not self.posterior_response:
-            return self._responses, self._log_growths[1:] - self._log_growths[a]
-        variance = jnp.maximum(answer[self.dim], 0.0)
-        responses = variance / (1.0 + variance * (self.times[:-1] - self.times[a]))
-        after = jnp.arange(self.num_steps) >= a
-        log_growths = prefix_sum(jnp.where(after, jnp.log1p(self.step_sizes * responses), 0.0))
-        return responses, log_growths
+            log_growths = self._log_growths[1:] - self._log_growths[a]
+            return None, self._responses[:, None], log_growths[:, None]
+        d = self.dim
+        variances = jnp.maximum(answer[d : 2 * d], 0.0)[None, :]
+        basis = answer[2 * d :].reshape(d, d)
+        elapsed = (self.times[:-1] - self.times[a])[:, None]
+        responses = variances / (1.0 + variances * elapsed)
+        after = (jnp.arange(self.num_steps) >= a)[:, None]
+        growths = jnp.where(after, jnp.log1p(self.step_sizes[:, None] * responses), 0.0)
+        return basis, responses, prefix_sum(growths, axis=0)
 
     def spec_logp(self, x: DiffusionState, a: Array, m: Array, answer: Array) -> Array:
         """:math:`\\sum_{k=a}^{a+m-1} \\log \\mathcal{N}(y_{k+1};\\, y_k + h_k b_k,\\, h_k I)`
         with the speculation's drift :math:`b_k = O_a` (frozen) or
-        :math:`b_k = O_a + c_k z_k` (linear response)."""
+        :math:`b_k = O_a + C_k z_k` (linear response: :math:`C_k = c_k I` for a given
+        variance, :math:`U \\operatorname{diag}(c_k) U^\\top` for the posterior's)."""
         drift = answer[None, : self.dim]
         if self.speculation_variance is not None:
-            responses, _ = self._responses_from(a, answer)
+            basis, responses, _ = self._response(a, answer)
             elapsed = self.times[:-1] - self.times[a]
             deviation = x.path[:-1] - x.path[a][None, :] - elapsed[:, None] * drift
-            drift = drift + responses[:, None] * deviation
+            if basis is None:
+                drift = drift + responses * deviation
+            else:  # C_k z_k = U diag(c_k) U^T z_k
+                drift = drift + ((deviation @ basis) * responses) @ basis.T
         log_densities = self._increment_log_density(
             x.path[1:] - x.path[:-1],
             drift,
@@ -385,8 +404,8 @@ class DiffusionProcess:
             t = f"{float(self.times[min(int(step), self.num_steps)]):g}"
         message = describe_defect(code, name=f"denoiser {denoiser}", t=t)
         entry = f"entry {row}"
-        if self.posterior_response and row == self.dim:
-            entry = f"entry {row}, the trace of its Jacobian over d"
+        if self.posterior_response and row >= self.dim:
+            entry = f"entry {row}, of its Jacobian's eigendecomposition"
         return f"site {self.name!r}: {message} ({entry}, query at step {step})"
 
     def __repr__(self) -> str:
@@ -399,8 +418,9 @@ class DiffusionProcess:
 
 
 POSTERIOR = "posterior"
-"""``speculation_variance=POSTERIOR``: the linear response's variance is read from the
-denoiser's Jacobian at each block's start (:class:`DiffusionProcess`)."""
+"""``speculation_variance=POSTERIOR``: the speculation follows the linear response of the
+posterior covariance, read from the denoiser's Jacobian at each block's start
+(:class:`DiffusionProcess`)."""
 
 
 def is_posterior(variance) -> bool:

@@ -270,15 +270,16 @@ def test_linear_response_speculation_is_the_target_for_a_gaussian():
     assert abs(float(log_mu - frozen.spec_logp(speculated, a, m, answer))) > 1.0
 
 
-def test_posterior_variance_is_the_clouds_posterior_covariance_trace():
-    """With ``"posterior"`` a query returns ``(f, v)``, ``v = tr Cov(Y | y_t) / d``: for a
-    point cloud the weighted covariance of its points (float64 NumPy), not a given number;
-    ``reduce``, the batched forms and ``output`` read the drift alone."""
+def test_posterior_response_reads_the_clouds_posterior_covariance():
+    """With ``"posterior"`` a query returns ``(f, lambda, U)``, the eigendecomposition of
+    ``Cov(Y | y_t) = grad_y f``: for a point cloud the weighted covariance of its points
+    (float64 NumPy); ``reduce``, the batched forms and ``output`` read the drift alone."""
     process = DiffusionProcess(CLOUD, 2, CLOUD_TIMES, speculation_variance="posterior")
     x = random_path(31)
     points = np.asarray(CLOUD.points, np.float64)
     for k in (1, 3, 6):
-        answer = np.asarray(process.query(x, k))
+        answer = np.asarray(process.query(x, k), np.float64)
+        assert answer.shape == (2 + 2 + 4,)
         t, y = float(CLOUD_TIMES[k]), np.asarray(x.path[k], np.float64)
         logits = points @ y - 0.5 * t * np.sum(points**2, axis=1)  # N(y; t p, t I)
         weights = np.exp(logits - logits.max())
@@ -286,43 +287,56 @@ def test_posterior_variance_is_the_clouds_posterior_covariance_trace():
         mean = weights @ points
         covariance = (points - mean).T @ np.diag(weights) @ (points - mean)
         np.testing.assert_allclose(answer[:2], mean, rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose(answer[2], np.trace(covariance) / 2, rtol=1e-3, atol=1e-6)
+        variances, basis = answer[2:4], answer[4:].reshape(2, 2)
+        np.testing.assert_allclose(basis @ np.diag(variances) @ basis.T, covariance, atol=1e-4)
+        np.testing.assert_allclose(basis.T @ basis, np.eye(2), atol=1e-5)
         np.testing.assert_array_equal(process.reduce(x, k, answer), answer[:2])
     states = DiffusionState(path=jnp.stack([x.path, random_path(32).path]))
     slot, k = jnp.array([1, 0]), jnp.array([2, 5])
     batch = process.query_batch(states, slot, k)
-    np.testing.assert_allclose(batch[0], process.query(random_path(32), 2), rtol=1e-6)
+    np.testing.assert_allclose(batch[0], process.query(random_path(32), 2), rtol=1e-5, atol=1e-6)
     drifts, _ = process.score_batch(states, slot, k, batch)
     np.testing.assert_array_equal(drifts, batch[:, :2])
     np.testing.assert_array_equal(process.output(x, batch[1]), batch[1, :2])
 
 
-def test_posterior_response_is_the_linear_response_for_a_gaussian():
-    """For ``Y ~ N(mu, s^2 I)``, ``Cov(Y | y_t) = s^2 / (1 + s^2 t) I``: the posterior
-    response read at a block's start gives ``c_k = s^2 / (1 + s^2 t_k)``, the linear response
-    of the given ``s^2``, so both draw the same block from the same key with the same density
-    (and the posterior one differs from the frozen drift's)."""
-    gaussian = GaussianMixtureDenoiser.isotropic(jnp.ones(1), jnp.array([[0.3, -0.2]]), 0.5)
-    times = default_times(32, 50.0)
-    given = DiffusionProcess(gaussian, 2, times, speculation_variance=0.25)
+def test_posterior_response_is_the_target_for_any_gaussian():
+    """For ``Y ~ N(mu, S)`` the drift is linear, ``f(t_k, y_k) - O_a = C_k z_k`` with
+    ``C_k = S_a (I + (t_k - t_a) S_a)^{-1}``: the posterior covariance's response has the
+    target's density on a whole block (acceptance 1) for an anisotropic ``S``, where the
+    frozen drift and the linear response of one variance do not; for ``S = s^2 I`` it has
+    the density of the given variance's response."""
+    covariance = jnp.array([[1.0, 0.45], [0.45, 0.25]])  # eigenvalues about 1.2 and 0.04
+    gaussian = GaussianMixtureDenoiser(jnp.ones(1), jnp.array([[0.3, -0.2]]), covariance[None])
+    times = default_times(64, 100.0)
     posterior = DiffusionProcess(gaussian, 2, times, speculation_variance="posterior")
-    x = given.init(jax.random.PRNGKey(0))
-    for k in range(5):
-        x = given.target_sample(jax.random.PRNGKey(k), x, k, given.query(x, k))
-    a, m = 5, 20
+    isotropic = DiffusionProcess(gaussian, 2, times, speculation_variance=0.6)
+    frozen = DiffusionProcess(gaussian, 2, times)
+    x = posterior.init(jax.random.PRNGKey(0))
+    for k in range(2):
+        x = posterior.target_sample(jax.random.PRNGKey(k), x, k, posterior.query(x, k)[:2])
+    a, m = 2, 60
     answer = posterior.query(x, a)
-    np.testing.assert_allclose(answer[2], 0.25 / (1 + 0.25 * float(times[a])), rtol=1e-5)
-    key = jax.random.PRNGKey(33)
-    by_given = given.spec_sample(key, x, a, m, given.query(x, a))
-    by_posterior = posterior.spec_sample(key, x, a, m, answer)
-    np.testing.assert_allclose(by_posterior.path, by_given.path, rtol=1e-4, atol=1e-4)
+    speculated = posterior.spec_sample(jax.random.PRNGKey(23), x, a, m, answer)
+    log_mu = sum(
+        posterior.target_logp(
+            speculated, k, posterior.reduce(speculated, k, posterior.query(speculated, k))
+        )
+        for k in range(a, a + m)
+    )
+    assert abs(float(log_mu - posterior.spec_logp(speculated, a, m, answer))) < 1e-2
+    for other in (frozen, isotropic):
+        assert abs(float(log_mu - other.spec_logp(speculated, a, m, answer[:2]))) > 1.0
+
+    spherical = GaussianMixtureDenoiser.isotropic(jnp.ones(1), jnp.array([[0.3, -0.2]]), 0.5)
+    given = DiffusionProcess(spherical, 2, times, speculation_variance=0.25)
+    read = DiffusionProcess(spherical, 2, times, speculation_variance="posterior")
+    path = given.spec_sample(jax.random.PRNGKey(33), x, a, m, given.query(x, a))
     np.testing.assert_allclose(
-        posterior.spec_logp(by_posterior, a, m, answer),
-        given.spec_logp(by_given, a, m, given.query(x, a)),
+        read.spec_logp(path, a, m, read.query(x, a)),
+        given.spec_logp(path, a, m, given.query(x, a)),
         rtol=1e-5,
     )
-    frozen = DiffusionProcess(gaussian, 2, times).spec_sample(key, x, a, m, answer[:2])
-    assert float(jnp.max(jnp.abs(frozen.path - by_posterior.path))) > 1e-2
 
 
 def test_speculation_of_one_step_is_a_target_step():
