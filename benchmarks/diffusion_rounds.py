@@ -27,8 +27,8 @@ trials); ``--leaf-sizes`` the blocks sampled step by step.  ``--speculation-vari
 ``none`` freezes the drift over a speculated block (the paper), a number :math:`s^2` uses the
 linear-response speculation of ``DiffusionProcess(speculation_variance=s^2)`` (exact for a
 Gaussian of variance :math:`s^2`; the mixture's components have :math:`s^2 = 0.01`), and
-``posterior`` the same response with the variance read from the denoiser's Jacobian at each
-block's start (``speculation_variance="posterior"``).  Every setting is exact; they trade
+``posterior`` the response of the posterior covariance read from the denoiser's Jacobian at
+each block's start (``speculation_variance="posterior"``).  Every setting is exact; they trade
 rounds against queries.
 
 Each draw runs alone in its compiled call (``--draws-per-call 1``, the default), so that its
@@ -116,7 +116,7 @@ def make_process(target: str, n: int, speculation: str = "none") -> DiffusionPro
     """Stochastic localization of ``target`` on ``default_times(n)`` (t_max = 1000); the
     speculation freezes the drift (``speculation = "none"``) or follows the linear response of
     a Gaussian of that variance (a number, ``DiffusionProcess(speculation_variance=...)``) or
-    of the denoiser's posterior variance (``"posterior"``)."""
+    of the denoiser's posterior covariance (``"posterior"``)."""
     denoiser, dim = make_denoiser(target)
     spec = speculation.strip().lower()
     variance = None if spec == "none" else spec if spec == POSTERIOR else float(spec)
@@ -406,8 +406,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         nargs="+",
         default=["none"],
         help="none (the drift frozen over a block, the paper), s^2 of the linear-response "
-        "speculation (DiffusionProcess speculation_variance), or posterior (its variance read "
-        "from the denoiser's Jacobian)",
+        "speculation (DiffusionProcess speculation_variance), or posterior (the posterior "
+        "covariance's response, read from the denoiser's Jacobian)",
     )
     parser.add_argument(
         "--draws-per-call", type=int, default=1, help="draws sharing one engine pool"

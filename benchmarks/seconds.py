@@ -174,7 +174,7 @@ def measure(case: str, draws: int, repeats: int, configs: list[str]) -> list[dic
     from rounds import sampler_config
 
     process = make_process(case)
-    # a chain never speculates: with the posterior variance's speculation it would still
+    # a chain never speculates: with the posterior covariance's speculation it would still
     # compute the denoiser's Jacobian at every step, so it runs the frozen drift's process
     # (the same chain, the same law; its best path)
     chain = make_process(case.removesuffix("-posterior"))

@@ -40,8 +40,9 @@ class StochasticLocalization(OracleDistribution):
         freezes the drift over a block; a variance :math:`s^2 > 0` (may be traced) for the
         *linear-response* speculation, exact for :math:`Y \sim \mathcal N(\mu, s^2 I)` and
         far fewer rounds when the target is a mixture of components of about that variance;
-        ``"posterior"`` for the same response with the variance read from the denoiser's
-        Jacobian at each block's start (no variance to know; each query costs the Jacobian)
+        ``"posterior"`` for the response of the posterior covariance itself, read from the
+        denoiser's Jacobian at each block's start (exact for any Gaussian; no variance to
+        know; each query costs the Jacobian and its eigendecomposition)
         (:class:`~numpyro_autospec.processes.diffusion.DiffusionProcess`,
         docs/diffusion.md).  It changes the rounds, never the law.
     :param validate_args: NumPyro's flag.

@@ -328,11 +328,11 @@ class DiffusionProcess:
             basis, _, log_growths = self._response(a, answer)  # L_{k+1}, from a
             answer = answer[: self.dim]
             if basis is not None:  # coordinates in the eigenbasis: still standard normal
-                noise = noise @ basis
+                noise = _matmul(noise, basis)
             scaled = jnp.exp(-log_growths) * self._sqrt_step_sizes[:, None] * noise
             deviation = jnp.exp(log_growths) * prefix_sum(jnp.where(in_block, scaled, 0.0), axis=0)
             if basis is not None:
-                deviation = deviation @ basis.T
+                deviation = _matmul(deviation, basis.T)
             elapsed = self.times[1:] - self.times[a]
             walk = x.path[a][None, :] + elapsed[:, None] * answer[None, :] + deviation
         return x._replace(path=x.path.at[1:].set(jnp.where(in_block, walk, x.path[1:])))
@@ -371,7 +371,7 @@ class DiffusionProcess:
             if basis is None:
                 drift = drift + responses * deviation
             else:  # C_k z_k = U diag(c_k) U^T z_k
-                drift = drift + ((deviation @ basis) * responses) @ basis.T
+                drift = drift + _matmul(_matmul(deviation, basis) * responses, basis.T)
         log_densities = self._increment_log_density(
             x.path[1:] - x.path[:-1],
             drift,
@@ -415,6 +415,13 @@ class DiffusionProcess:
             f"DiffusionProcess(name={self.name!r}, dim={self.dim}, num_steps={self.num_steps}, "
             f"t_max={t_max})"
         )
+
+
+def _matmul(a: Array, b: Array) -> Array:
+    """A float32 product at full precision: the speculation's path and its density are
+    computed by different products, and must agree to float32 rounding on every backend
+    (an accelerator's default may round the operands to fewer bits)."""
+    return jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST)
 
 
 POSTERIOR = "posterior"

@@ -28,7 +28,7 @@ exact tests (the package's density plus ``0 * term``, which adds nothing: their 
 are those of the reference sampler on the package's own process) and 1 for the wrong variant.
 Compiling an engine program is most of the cost (about 27 s of CPU each, against about 1.3 s
 for 1000 point-cloud draws), so the file compiles four: the frozen drift on the point cloud,
-the linear-response speculations on it (a given variance, and the posterior variance read
+the linear-response speculations on it (a given variance, and the posterior covariance read
 from the denoiser's Jacobian), and the mixture (``slow``).
 
 Reference: Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869 (2025).
@@ -211,7 +211,7 @@ def test_harness_rejects_a_wrong_target_density(cloud_chain_categories):
 
 # ------------------------------------------------------------------------------ speculations
 #: the linear-response speculations (``speculation_variance``): a given variance, and the
-#: posterior variance read from the denoiser's Jacobian; other speculations, the same law
+#: posterior covariance read from the denoiser's Jacobian; other speculations, the same law
 RESPONSES = {"given-variance": LINEAR_RESPONSE_VARIANCE, "posterior-variance": "posterior"}
 
 
