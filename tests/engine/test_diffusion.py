@@ -212,7 +212,7 @@ def test_harness_rejects_a_wrong_target_density(cloud_chain_categories):
 # ------------------------------------------------------------------------------ speculations
 #: the linear-response speculations (``speculation_variance``): a given variance, and the
 #: posterior covariance read from the denoiser's Jacobian; other speculations, the same law
-RESPONSES = {"given-variance": LINEAR_RESPONSE_VARIANCE, "posterior-variance": "posterior"}
+RESPONSES = {"given-variance": LINEAR_RESPONSE_VARIANCE, "posterior-covariance": "posterior"}
 
 
 class LinearResponseWithDensityError(DiffusionProcess):
