@@ -90,8 +90,8 @@ def make_process(case: str):
     if family in ("digits", "mixture"):
         from diffusion_rounds import make_process as diffusion_process
 
-        speculation = "none" if not rest else rest[0] if rest[0] == "posterior" else rest[0][1:]
-        return diffusion_process(family, n, speculation)
+        suffix = rest[0] if rest else "none"  # "none", "posterior" or "sS"
+        return diffusion_process(family, n, suffix[1:] if suffix.startswith("s") else suffix)
     raise ValueError(f"unknown case {case!r}")
 
 

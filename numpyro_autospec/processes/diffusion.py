@@ -431,7 +431,7 @@ posterior covariance, read from the denoiser's Jacobian at each block's start
 
 
 def is_posterior(variance) -> bool:
-    """Whether ``variance`` asks for the posterior-variance response (the string
+    """Whether ``variance`` asks for the posterior covariance's response (the string
     :data:`POSTERIOR`; any other string is refused by :func:`check_speculation_variance`)."""
     return isinstance(variance, str) and variance == POSTERIOR
 
