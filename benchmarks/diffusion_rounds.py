@@ -28,8 +28,9 @@ trials); ``--leaf-sizes`` the blocks sampled step by step.  ``--speculation-vari
 linear-response speculation of ``DiffusionProcess(speculation_variance=s^2)`` (exact for a
 Gaussian of variance :math:`s^2`; the mixture's components have :math:`s^2 = 0.01`), and
 ``posterior`` the response of the posterior covariance read from the denoiser's Jacobian at
-each block's start (``speculation_variance="posterior"``).  Every setting is exact; they trade
-rounds against queries.
+each block's start (``speculation_variance="posterior"``), ``posterior:R`` that of its
+rank-``R`` estimate (``posterior_rank=R``).  Every setting is exact; they trade rounds against
+queries.
 
 Each draw runs alone in its compiled call (``--draws-per-call 1``, the default), so that its
 rounds are its own and not those of the draws sharing its pool; the query batch is capped by
@@ -116,12 +117,18 @@ def make_process(target: str, n: int, speculation: str = "none") -> DiffusionPro
     """Stochastic localization of ``target`` on ``default_times(n)`` (t_max = 1000); the
     speculation freezes the drift (``speculation = "none"``) or follows the linear response of
     a Gaussian of that variance (a number, ``DiffusionProcess(speculation_variance=...)``) or
-    of the denoiser's posterior covariance (``"posterior"``)."""
+    of the denoiser's posterior covariance (``"posterior"``, or ``"posterior:R"`` for its
+    rank-``R`` estimate)."""
     denoiser, dim = make_denoiser(target)
-    spec = speculation.strip().lower()
+    spec, _, rank = speculation.strip().lower().partition(":")
     variance = None if spec == "none" else spec if spec == POSTERIOR else float(spec)
     return DiffusionProcess(
-        denoiser, dim, default_times(n), name=target, speculation_variance=variance
+        denoiser,
+        dim,
+        default_times(n),
+        name=target,
+        speculation_variance=variance,
+        posterior_rank=int(rank) if rank else None,
     )
 
 
@@ -406,8 +413,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         nargs="+",
         default=["none"],
         help="none (the drift frozen over a block, the paper), s^2 of the linear-response "
-        "speculation (DiffusionProcess speculation_variance), or posterior (the posterior "
-        "covariance's response, read from the denoiser's Jacobian)",
+        "speculation (DiffusionProcess speculation_variance), posterior (the posterior "
+        "covariance's response, read from the denoiser's Jacobian) or posterior:R (its "
+        "rank-R estimate, posterior_rank=R)",
     )
     parser.add_argument(
         "--draws-per-call", type=int, default=1, help="draws sharing one engine pool"

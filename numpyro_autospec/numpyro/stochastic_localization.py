@@ -45,6 +45,10 @@ class StochasticLocalization(OracleDistribution):
         know; each query costs the Jacobian and its eigendecomposition)
         (:class:`~numpyro_autospec.processes.diffusion.DiffusionProcess`,
         docs/diffusion.md).  It changes the rounds, never the law.
+    :param posterior_rank: with ``"posterior"`` only: ``None`` (default) for the whole
+        Jacobian, an integer :math:`r < d` for a rank-:math:`r` estimate of the posterior
+        covariance (:math:`2r` forward-mode passes per query instead of :math:`d`; the frozen
+        drift outside its span), for denoisers of large :math:`d`.
     :param validate_args: NumPyro's flag.
 
     >>> import jax, jax.numpy as jnp
@@ -59,7 +63,7 @@ class StochasticLocalization(OracleDistribution):
 
     pytree_data_fields = ("times", "denoiser", "speculation_variance")
     pytree_oracle_fields = ("denoiser",)
-    pytree_aux_fields = ("denoiser", "dim", "posterior_response")
+    pytree_aux_fields = ("denoiser", "dim", "posterior_response", "posterior_rank")
 
     def __init__(
         self,
@@ -67,21 +71,28 @@ class StochasticLocalization(OracleDistribution):
         dim: int,
         times,
         speculation_variance=None,
+        posterior_rank=None,
         validate_args=None,
     ):
         from numpyro_autospec.denoisers.validation import (
             check_denoiser_signature,
             check_time_grid,
         )
-        from numpyro_autospec.processes.diffusion import check_speculation_variance, is_posterior
+        from numpyro_autospec.processes.diffusion import (
+            check_posterior_rank,
+            check_speculation_variance,
+            is_posterior,
+        )
 
         d = positive_integer(dim, "dim")
         self.times = check_time_grid(times)
         check_denoiser_signature(denoiser, d)
         self.denoiser = denoiser
         self.dim = d
-        #: ``speculation_variance="posterior"`` (static: it changes the answers' shape)
+        #: ``speculation_variance="posterior"`` and its rank (static: they change the answers'
+        #: shape)
         self.posterior_response = is_posterior(speculation_variance)
+        self.posterior_rank = check_posterior_rank(posterior_rank, speculation_variance, d)
         self.speculation_variance = (
             None
             if speculation_variance is None or self.posterior_response
@@ -103,6 +114,7 @@ class StochasticLocalization(OracleDistribution):
             speculation_variance=(
                 POSTERIOR if self.posterior_response else self.speculation_variance
             ),
+            posterior_rank=self.posterior_rank,
         )
 
     def validate_oracle(self, name: str) -> None:

@@ -61,13 +61,14 @@ from numpyro_autospec.denoisers.validation import (
     check_denoiser_signature,
     check_time_grid,
 )
-from numpyro_autospec.exceptions import InputError
+from numpyro_autospec.exceptions import InputError, positive_integer
 from numpyro_autospec.prefix_sums import prefix_sum
 
 __all__ = [
     "POSTERIOR",
     "DiffusionProcess",
     "DiffusionState",
+    "check_posterior_rank",
     "check_speculation_variance",
     "is_posterior",
 ]
@@ -154,6 +155,22 @@ class DiffusionProcess:
         drift.  Every choice is exact (the algorithm is exact for any speculation
         drawn from its stated density, docs/algorithm.md section 3); it only changes the
         acceptance.
+    posterior_rank:
+        with ``"posterior"`` only: ``None`` (default) reads the whole Jacobian, as above.  An
+        integer :math:`r < d` reads a rank-:math:`r` estimate instead, for denoisers whose
+        :math:`d` makes :math:`d` forward-mode passes and :math:`d \times d` answers too
+        costly: a randomized range finder (Halko, Martinsson and Tropp, 2011) with :math:`r`
+        fixed Gaussian probes :math:`\Omega` (drawn once, from a fixed seed) gives an
+        orthonormal frame :math:`Q` of the range of :math:`\nabla_y f\, \Omega`, and the
+        eigendecomposition of the symmetrized :math:`r \times r` matrix
+        :math:`Q^\top \nabla_y f\, Q` gives :math:`\Sigma_a \approx U
+        \operatorname{diag}(\lambda) U^\top` with :math:`U = Q V` of shape :math:`d \times
+        r`.  The speculation responds in the span of :math:`U` as above and keeps the frozen
+        drift in its orthogonal complement.  A query costs :math:`2r` forward-mode passes and
+        returns :math:`(f, \lambda, U)`, shape ``[d + r + d * r]``.  For a Gaussian whose
+        covariance has rank at most :math:`r` the estimate is exact, and so is the
+        speculation; for any target the law is unchanged.  :math:`r \ge d` reads the whole
+        Jacobian.
 
     The state is :class:`DiffusionState`; :meth:`output` is the denoised point
     :math:`f(t_N, y_N)` (``final_query = True``: the samplers query it after the last step) and
@@ -190,6 +207,7 @@ class DiffusionProcess:
         *,
         name: str = "y",
         speculation_variance: float | str | None = None,
+        posterior_rank: int | None = None,
     ) -> None:
         check_denoiser_signature(denoiser, dim, name=f"denoiser of site {name!r}")
         grid = check_time_grid(times, site=name)
@@ -213,6 +231,20 @@ class DiffusionProcess:
         self.speculation_variance = speculation_variance
         #: the linear response is the posterior covariance's, read from the denoiser's Jacobian
         self.posterior_response = is_posterior(speculation_variance)
+        #: columns of the posterior covariance's eigenbasis in an answer: ``d``, or the rank
+        #: of the estimate (``posterior_rank < d``); 0 without ``"posterior"``
+        self.posterior_rank = check_posterior_rank(
+            posterior_rank, speculation_variance, self.dim, site=name
+        )
+        self._posterior_columns = 0
+        if self.posterior_response:
+            self._posterior_columns = (
+                self.dim if self.posterior_rank is None else self.posterior_rank
+            )
+        if self.posterior_rank is not None:
+            # the range finder's probes: fixed, so that a query is a function of (t, y) alone
+            probes = np.random.default_rng(0).standard_normal((self.dim, self.posterior_rank))
+            self._probes = jnp.asarray(probes, dtype=jnp.float32)
         if speculation_variance is not None and not self.posterior_response:
             variance = check_speculation_variance(speculation_variance, site=name)
             # c_k = s^2 / (1 + s^2 t_k) and L_k = sum_{i<k} log(1 + h_i c_i), k = 0..N
@@ -249,6 +281,8 @@ class DiffusionProcess:
         Jacobian need not be symmetric, and any speculation is exact)."""
         if not self.posterior_response:
             return self.denoiser(t, y)
+        if self.posterior_rank is not None:
+            return self._evaluate_low_rank(t, y)
 
         def drift_twice(y):
             drift = self.denoiser(t, y)
@@ -258,9 +292,24 @@ class DiffusionProcess:
         variances, basis = jnp.linalg.eigh(0.5 * (jacobian + jacobian.T))
         return jnp.concatenate([drift, variances, basis.reshape(-1)])
 
+    def _evaluate_low_rank(self, t: Array, y: Array) -> Array:
+        r"""The answer of ``posterior_rank`` :math:`= r`: :math:`f(t, y)`, then the eigenvalues
+        and the :math:`d \times r` eigenvectors of the rank-:math:`r` estimate
+        :math:`Q (Q^\top J Q)_{\mathrm{sym}} Q^\top` of the posterior covariance, :math:`J =
+        \nabla_y f(t, y)` and :math:`Q` an orthonormal frame of :math:`J \Omega` (the
+        randomized range finder; :math:`2r` forward-mode passes through one linearization)."""
+        drift, tangent = jax.linearize(lambda y: self.denoiser(t, y), y)
+        columns = jax.vmap(tangent, in_axes=1, out_axes=1)
+        frame, _ = jnp.linalg.qr(columns(self._probes))  # [d, r], orthonormal
+        core = _matmul(frame.T, columns(frame))
+        variances, vectors = jnp.linalg.eigh(0.5 * (core + core.T))
+        basis = _matmul(frame, vectors)
+        return jnp.concatenate([drift, variances, basis.reshape(-1)])
+
     def query(self, x: DiffusionState, k: Array, num_rows: int = 1) -> Array:
         """The drift :math:`f(t_k, y_k)`, shape ``[d]`` (with ``"posterior"``: followed by
-        the posterior covariance's eigenvalues and eigenvectors, shape ``[d + d + d * d]``):
+        the posterior covariance's eigenvalues and eigenvectors, shape ``[d + d + d * d]``,
+        or ``[d + r + d * r]`` with ``posterior_rank`` :math:`= r`):
         the whole speculation of a block starting at ``k`` (``num_rows`` is not used)."""
         del num_rows
         return self._evaluate(self.times[k], x.path[k])
@@ -316,7 +365,8 @@ class DiffusionProcess:
         :math:`z_a = 0`, solved as :math:`z_{k+1} = e^{L_{k+1}} \\sum_{j=a}^{k} e^{-L_{j+1}}
         \\sqrt{h_j}\\,\\xi_j` with :math:`L_k = \\sum_{a \\le i < k} \\log(1 + h_i c_i)`:
         again one cumulative sum (per direction of the posterior covariance's eigenbasis for
-        ``"posterior"``, whose noise is drawn in that basis)."""
+        ``"posterior"``, whose noise is drawn in that basis; with ``posterior_rank``, the noise
+        orthogonal to the basis walks with the frozen drift)."""
         in_block = self._in_block(a, m)[:, None]
         noise = jax.random.normal(key, (self.num_steps, self.dim), jnp.float32)
         if self.speculation_variance is None:
@@ -327,12 +377,20 @@ class DiffusionProcess:
         else:
             basis, _, log_growths = self._response(a, answer)  # L_{k+1}, from a
             answer = answer[: self.dim]
+            frozen = None
             if basis is not None:  # coordinates in the eigenbasis: still standard normal
-                noise = _matmul(noise, basis)
+                coordinates = _matmul(noise, basis)
+                if self.posterior_rank is not None:  # the rest: no response, a plain walk
+                    frozen = self._sqrt_step_sizes[:, None] * (
+                        noise - _matmul(coordinates, basis.T)
+                    )
+                noise = coordinates
             scaled = jnp.exp(-log_growths) * self._sqrt_step_sizes[:, None] * noise
             deviation = jnp.exp(log_growths) * prefix_sum(jnp.where(in_block, scaled, 0.0), axis=0)
             if basis is not None:
                 deviation = _matmul(deviation, basis.T)
+            if frozen is not None:
+                deviation = deviation + prefix_sum(jnp.where(in_block, frozen, 0.0), axis=0)
             elapsed = self.times[1:] - self.times[a]
             walk = x.path[a][None, :] + elapsed[:, None] * answer[None, :] + deviation
         return x._replace(path=x.path.at[1:].set(jnp.where(in_block, walk, x.path[1:])))
@@ -345,13 +403,14 @@ class DiffusionProcess:
         (``basis`` is ``None``, the identity; ``[N, 1]`` columns), the constants of the
         constructor.  ``"posterior"``: :math:`c_k = \lambda_i / (1 + \lambda_i (t_k - t_a))`
         from the answer's eigenvalues (clipped at 0, so that a rounding error cannot make a
-        variance negative) in the answer's eigenbasis."""
+        variance negative) in the answer's eigenbasis, ``[d, r]`` with ``posterior_rank``
+        (``c`` and ``L`` then ``[N, r]``)."""
         if not self.posterior_response:
             log_growths = self._log_growths[1:] - self._log_growths[a]
             return None, self._responses[:, None], log_growths[:, None]
-        d = self.dim
-        variances = jnp.maximum(answer[d : 2 * d], 0.0)[None, :]
-        basis = answer[2 * d :].reshape(d, d)
+        d, r = self.dim, self._posterior_columns
+        variances = jnp.maximum(answer[d : d + r], 0.0)[None, :]
+        basis = answer[d + r :].reshape(d, r)
         elapsed = (self.times[:-1] - self.times[a])[:, None]
         responses = variances / (1.0 + variances * elapsed)
         after = (jnp.arange(self.num_steps) >= a)[:, None]
@@ -362,7 +421,9 @@ class DiffusionProcess:
         """:math:`\\sum_{k=a}^{a+m-1} \\log \\mathcal{N}(y_{k+1};\\, y_k + h_k b_k,\\, h_k I)`
         with the speculation's drift :math:`b_k = O_a` (frozen) or
         :math:`b_k = O_a + C_k z_k` (linear response: :math:`C_k = c_k I` for a given
-        variance, :math:`U \\operatorname{diag}(c_k) U^\\top` for the posterior's)."""
+        variance, :math:`U \\operatorname{diag}(c_k) U^\\top` for the posterior's, with
+        :math:`U` of shape :math:`d \\times r` under ``posterior_rank``: no response outside
+        its span)."""
         drift = answer[None, : self.dim]
         if self.speculation_variance is not None:
             basis, responses, _ = self._response(a, answer)
@@ -458,3 +519,30 @@ def check_speculation_variance(variance, site: str | None = None) -> Array:
                 f"{prefix}speculation_variance must be a positive finite scalar, got {variance!r}"
             )
     return jnp.asarray(variance, dtype=jnp.float32)
+
+
+def check_posterior_rank(rank, variance, dim: int, site: str | None = None) -> int | None:
+    """The rank of the posterior covariance's estimate (:class:`DiffusionProcess`'s
+    ``posterior_rank``): ``None`` for the whole Jacobian (``rank`` is ``None``, or at least
+    ``dim``), else ``rank`` as an ``int``.  A rank without ``speculation_variance="posterior"``,
+    or one that is not a positive integer, is refused with a
+    :class:`~numpyro_autospec.denoisers.DenoiserError` (naming ``site`` when given).
+
+    >>> check_posterior_rank(8, "posterior", 64), check_posterior_rank(64, "posterior", 64)
+    (8, None)
+    >>> check_posterior_rank(8, 0.01, 64, site="y")
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.denoisers.validation.DenoiserError: site 'y': posterior_rank=8 needs \
+speculation_variance='posterior', got 0.01
+    """
+    if rank is None:
+        return None
+    prefix = "" if site is None else f"site {site!r}: "
+    if not is_posterior(variance):
+        raise DenoiserError(
+            f"{prefix}posterior_rank={rank!r} needs speculation_variance={POSTERIOR!r}, "
+            f"got {variance!r}"
+        )
+    rank = positive_integer(rank, f"{prefix}posterior_rank", DenoiserError)
+    return None if rank >= dim else rank

@@ -27,9 +27,9 @@ inside ``jax.jit`` with the weight of its error term a traced argument (``error`
 exact tests (the package's density plus ``0 * term``, which adds nothing: their first draws
 are those of the reference sampler on the package's own process) and 1 for the wrong variant.
 Compiling an engine program is most of the cost (about 27 s of CPU each, against about 1.3 s
-for 1000 point-cloud draws), so the file compiles four: the frozen drift on the point cloud,
-the linear-response speculations on it (a given variance, and the posterior covariance read
-from the denoiser's Jacobian), and the mixture (``slow``).
+for 1000 point-cloud draws), so the file compiles five: the frozen drift on the point cloud,
+the linear-response speculations on it (a given variance, the posterior covariance read
+from the denoiser's Jacobian, and its rank-1 estimate), and the mixture (``slow``).
 
 Reference: Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869 (2025).
 """
@@ -210,9 +210,14 @@ def test_harness_rejects_a_wrong_target_density(cloud_chain_categories):
 
 
 # ------------------------------------------------------------------------------ speculations
-#: the linear-response speculations (``speculation_variance``): a given variance, and the
-#: posterior covariance read from the denoiser's Jacobian; other speculations, the same law
-RESPONSES = {"given-variance": LINEAR_RESPONSE_VARIANCE, "posterior-covariance": "posterior"}
+#: the linear-response speculations (``speculation_variance``, ``posterior_rank``): a given
+#: variance, the posterior covariance read from the denoiser's Jacobian, and its rank-1
+#: estimate (the frozen drift in the other direction); other speculations, the same law
+RESPONSES = {
+    "given-variance": (LINEAR_RESPONSE_VARIANCE, None),
+    "posterior-covariance": ("posterior", None),
+    "posterior-rank-1": ("posterior", 1),
+}
 
 
 class LinearResponseWithDensityError(DiffusionProcess):
@@ -232,12 +237,18 @@ class LinearResponseWithDensityError(DiffusionProcess):
         return own + self.error * (frozen - own)
 
 
-@functools.partial(jax.jit, static_argnames="variance")
-def linear_cloud_draws(keys: Array, error: Array, variance) -> Samples:
+@functools.partial(jax.jit, static_argnames=("variance", "rank"))
+def linear_cloud_draws(keys: Array, error: Array, variance, rank) -> Samples:
     """Engine draws of :class:`LinearResponseWithDensityError` on the point cloud: one program
-    per ``variance`` for the exact draws (``error = 0``) and the wrong ones (``error = 1``)."""
+    per ``variance`` and ``rank`` for the exact draws (``error = 0``) and the wrong ones
+    (``error = 1``)."""
     process = LinearResponseWithDensityError(
-        CLOUD, 2, CLOUD_PROCESS.times, speculation_variance=variance, error=error
+        CLOUD,
+        2,
+        CLOUD_PROCESS.times,
+        speculation_variance=variance,
+        posterior_rank=rank,
+        error=error,
     )
     return run(process, keys, CONFIG)
 
@@ -248,10 +259,12 @@ def test_engine_with_linear_response_speculation_matches_euler_chain(
 ):
     """The speculation changes the rounds, never the law: 3200 engine draws with a
     linear-response speculation against the chain (same power as the frozen drift's test)."""
-    variance = RESPONSES[response]
-    program = functools.partial(linear_cloud_draws, variance=variance)
+    variance, rank = RESPONSES[response]
+    program = functools.partial(linear_cloud_draws, variance=variance, rank=rank)
     samples, keys = draws_of(program, 5, 3200, error=0.0)
-    process = DiffusionProcess(CLOUD, 2, CLOUD_PROCESS.times, speculation_variance=variance)
+    process = DiffusionProcess(
+        CLOUD, 2, CLOUD_PROCESS.times, speculation_variance=variance, posterior_rank=rank
+    )
     assert_draws_are_the_reference(process, samples, keys)
     assert_two_sample(
         nearest_point(samples.value),
@@ -266,7 +279,8 @@ def test_engine_with_linear_response_speculation_matches_euler_chain(
 @pytest.mark.parametrize("response", list(RESPONSES))
 def test_harness_rejects_a_speculation_with_the_wrong_density(response, cloud_chain_categories):
     """The same test fails when the speculation's reported density is not that of its draws."""
-    program = functools.partial(linear_cloud_draws, variance=RESPONSES[response])
+    variance, rank = RESPONSES[response]
+    program = functools.partial(linear_cloud_draws, variance=variance, rank=rank)
     samples, _ = draws_of(program, 5, 3200, error=1.0)
     categories = nearest_point(samples.value)
     result = two_sample_chisquare(categories, cloud_chain_categories)

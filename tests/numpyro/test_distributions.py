@@ -260,6 +260,41 @@ def test_stochastic_localization_passes_its_speculation_variance_to_the_process(
     rebuilt = jax.tree.unflatten(*reversed(jax.tree.flatten(posterior)))
     assert rebuilt.make_process("y").posterior_response
     assert jax.jit(lambda d: d.sample(jax.random.PRNGKey(0)))(posterior).shape == (2,)
+    # so is its rank, which sets the answers' shape (d + r + d * r)
+    low = StochasticLocalization(
+        denoiser, 2, times, speculation_variance="posterior", posterior_rank=1
+    )
+    rebuilt = jax.tree.unflatten(*reversed(jax.tree.flatten(low)))
+    process = rebuilt.make_process("y")
+    assert process.posterior_rank == 1
+    assert process.query(process.init(jax.random.PRNGKey(0)), 0).shape == (2 + 1 + 2,)
+    whole = StochasticLocalization(
+        denoiser, 2, times, speculation_variance="posterior", posterior_rank=2
+    )
+    assert whole.make_process("y").posterior_rank is None  # r >= d: the whole Jacobian
+
+
+@pytest.mark.parametrize(
+    "variance, rank, message",
+    [
+        (None, 1, r"^posterior_rank=1 needs speculation_variance='posterior', got None$"),
+        (0.5, 1, r"^posterior_rank=1 needs speculation_variance='posterior', got 0.5$"),
+        ("posterior", 0, r"^posterior_rank must be a positive integer, got 0$"),
+        ("posterior", 1.5, r"^posterior_rank must be a positive integer, got 1.5$"),
+    ],
+)
+def test_stochastic_localization_refuses_a_bad_posterior_rank(variance, rank, message):
+    from numpyro_autospec.denoisers import DenoiserError, PointCloudDenoiser
+
+    denoiser = PointCloudDenoiser(jnp.array([[0.0, 0.0], [1.0, 0.0]]))
+    with pytest.raises(DenoiserError, match=message):
+        StochasticLocalization(
+            denoiser,
+            2,
+            np.linspace(0.0, 1.0, 5),
+            speculation_variance=variance,
+            posterior_rank=rank,
+        )
 
 
 @pytest.mark.parametrize(
