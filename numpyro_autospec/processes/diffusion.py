@@ -165,10 +165,13 @@ class DiffusionProcess:
         eigendecomposition of the symmetrized :math:`r \times r` matrix
         :math:`Q^\top \nabla_y f\, Q` gives :math:`\Sigma_a \approx U
         \operatorname{diag}(\lambda) U^\top` with :math:`U = Q V` of shape :math:`d \times
-        r`.  The speculation responds in the span of :math:`U` as above and keeps the frozen
-        drift in its orthogonal complement.  A query costs :math:`2r` forward-mode passes and
-        returns :math:`(f, \lambda, U)`, shape ``[d + r + d * r]``.  For a Gaussian whose
-        covariance has rank at most :math:`r` the estimate is exact, and so is the
+        r`; the rest of the covariance is read as isotropic, :math:`\sigma^2 (I - U U^\top)`,
+        with :math:`(d - r) \sigma^2` the Hutchinson estimate of its trace from :math:`r`
+        more fixed probes projected off :math:`U` (clipped at 0).  The speculation responds
+        as above in the span of :math:`U` and with :math:`\sigma^2` in its complement.  A
+        query costs :math:`3r` forward-mode passes and returns :math:`(f, \lambda,
+        \sigma^2, U)`, shape ``[d + r + 1 + d * r]``.  For a Gaussian whose covariance has
+        rank at most :math:`r` the estimate is exact (:math:`\sigma^2 = 0`), and so is the
         speculation; for any target the law is unchanged.  :math:`r \ge d` reads the whole
         Jacobian.
 
@@ -231,19 +234,21 @@ class DiffusionProcess:
         self.speculation_variance = speculation_variance
         #: the linear response is the posterior covariance's, read from the denoiser's Jacobian
         self.posterior_response = is_posterior(speculation_variance)
-        #: columns of the posterior covariance's eigenbasis in an answer: ``d``, or the rank
-        #: of the estimate (``posterior_rank < d``); 0 without ``"posterior"``
+        #: the rank of the posterior covariance's estimate (``None``: the whole Jacobian)
         self.posterior_rank = check_posterior_rank(
             posterior_rank, speculation_variance, self.dim, site=name
         )
-        self._posterior_columns = 0
+        #: columns of the eigenbasis in an answer (``d`` or the rank; 0 without
+        #: ``"posterior"``), and its variances (one more with a rank: the rest's)
+        self._posterior_columns = self._posterior_variances = 0
         if self.posterior_response:
-            self._posterior_columns = (
-                self.dim if self.posterior_rank is None else self.posterior_rank
-            )
+            columns = self.dim if self.posterior_rank is None else self.posterior_rank
+            self._posterior_columns = columns
+            self._posterior_variances = columns + (self.posterior_rank is not None)
         if self.posterior_rank is not None:
-            # the range finder's probes: fixed, so that a query is a function of (t, y) alone
-            probes = np.random.default_rng(0).standard_normal((self.dim, self.posterior_rank))
+            # the range finder's probes and the trace's: fixed, so that a query is a function
+            # of (t, y) alone
+            probes = np.random.default_rng(0).standard_normal((2, self.dim, self.posterior_rank))
             self._probes = jnp.asarray(probes, dtype=jnp.float32)
         if speculation_variance is not None and not self.posterior_response:
             variance = check_speculation_variance(speculation_variance, site=name)
@@ -293,23 +298,28 @@ class DiffusionProcess:
         return jnp.concatenate([drift, variances, basis.reshape(-1)])
 
     def _evaluate_low_rank(self, t: Array, y: Array) -> Array:
-        r"""The answer of ``posterior_rank`` :math:`= r`: :math:`f(t, y)`, then the eigenvalues
-        and the :math:`d \times r` eigenvectors of the rank-:math:`r` estimate
-        :math:`Q (Q^\top J Q)_{\mathrm{sym}} Q^\top` of the posterior covariance, :math:`J =
-        \nabla_y f(t, y)` and :math:`Q` an orthonormal frame of :math:`J \Omega` (the
-        randomized range finder; :math:`2r` forward-mode passes through one linearization)."""
+        r"""The answer of ``posterior_rank`` :math:`= r`: :math:`f(t, y)`, the eigenvalues of
+        the rank-:math:`r` estimate :math:`Q (Q^\top J Q)_{\mathrm{sym}} Q^\top` of the
+        posterior covariance (:math:`J = \nabla_y f(t, y)`, :math:`Q` an orthonormal frame of
+        :math:`J \Omega`: the randomized range finder), the variance :math:`\sigma^2` of the
+        rest, :math:`\operatorname{tr}(P J P) / (d - r)` with :math:`P = I - Q Q^\top` by
+        Hutchinson's estimator on :math:`r` more probes, then the :math:`d \times r`
+        eigenvectors.  :math:`3r` forward-mode passes through one linearization."""
         drift, tangent = jax.linearize(lambda y: self.denoiser(t, y), y)
         columns = jax.vmap(tangent, in_axes=1, out_axes=1)
-        frame, _ = jnp.linalg.qr(columns(self._probes))  # [d, r], orthonormal
+        frame, _ = jnp.linalg.qr(columns(self._probes[0]))  # [d, r], orthonormal
         core = _matmul(frame.T, columns(frame))
         variances, vectors = jnp.linalg.eigh(0.5 * (core + core.T))
         basis = _matmul(frame, vectors)
-        return jnp.concatenate([drift, variances, basis.reshape(-1)])
+        projected = self._probes[1] - _matmul(frame, _matmul(frame.T, self._probes[1]))
+        rest_trace = jnp.mean(jnp.sum(projected * columns(projected), axis=0))
+        rest = jnp.maximum(rest_trace, 0.0) / (self.dim - self.posterior_rank)
+        return jnp.concatenate([drift, variances, rest[None], basis.reshape(-1)])
 
     def query(self, x: DiffusionState, k: Array, num_rows: int = 1) -> Array:
         """The drift :math:`f(t_k, y_k)`, shape ``[d]`` (with ``"posterior"``: followed by
         the posterior covariance's eigenvalues and eigenvectors, shape ``[d + d + d * d]``,
-        or ``[d + r + d * r]`` with ``posterior_rank`` :math:`= r`):
+        or ``[d + r + 1 + d * r]`` with ``posterior_rank`` :math:`= r`):
         the whole speculation of a block starting at ``k`` (``num_rows`` is not used)."""
         del num_rows
         return self._evaluate(self.times[k], x.path[k])
@@ -366,7 +376,7 @@ class DiffusionProcess:
         \\sqrt{h_j}\\,\\xi_j` with :math:`L_k = \\sum_{a \\le i < k} \\log(1 + h_i c_i)`:
         again one cumulative sum (per direction of the posterior covariance's eigenbasis for
         ``"posterior"``, whose noise is drawn in that basis; with ``posterior_rank``, the noise
-        orthogonal to the basis walks with the frozen drift)."""
+        orthogonal to the basis responds with the rest's variance, one more cumulative sum)."""
         in_block = self._in_block(a, m)[:, None]
         noise = jax.random.normal(key, (self.num_steps, self.dim), jnp.float32)
         if self.speculation_variance is None:
@@ -377,23 +387,28 @@ class DiffusionProcess:
         else:
             basis, _, log_growths = self._response(a, answer)  # L_{k+1}, from a
             answer = answer[: self.dim]
-            frozen = None
+            rest = None
             if basis is not None:  # coordinates in the eigenbasis: still standard normal
                 coordinates = _matmul(noise, basis)
-                if self.posterior_rank is not None:  # the rest: no response, a plain walk
-                    frozen = self._sqrt_step_sizes[:, None] * (
-                        noise - _matmul(coordinates, basis.T)
-                    )
+                if self.posterior_rank is not None:  # the rest of the noise, off the basis
+                    rest = noise - _matmul(coordinates, basis.T)
+                    log_growths, rest_growths = log_growths[:, :-1], log_growths[:, -1:]
                 noise = coordinates
-            scaled = jnp.exp(-log_growths) * self._sqrt_step_sizes[:, None] * noise
-            deviation = jnp.exp(log_growths) * prefix_sum(jnp.where(in_block, scaled, 0.0), axis=0)
+            deviation = self._response_walk(log_growths, noise, in_block)
             if basis is not None:
                 deviation = _matmul(deviation, basis.T)
-            if frozen is not None:
-                deviation = deviation + prefix_sum(jnp.where(in_block, frozen, 0.0), axis=0)
+            if rest is not None:
+                deviation = deviation + self._response_walk(rest_growths, rest, in_block)
             elapsed = self.times[1:] - self.times[a]
             walk = x.path[a][None, :] + elapsed[:, None] * answer[None, :] + deviation
         return x._replace(path=x.path.at[1:].set(jnp.where(in_block, walk, x.path[1:])))
+
+    def _response_walk(self, log_growths: Array, noise: Array, in_block: Array) -> Array:
+        """The deviations :math:`z_{k+1} = e^{L_{k+1}} \\sum_{j=a}^{k} e^{-L_{j+1}}
+        \\sqrt{h_j}\\,\\xi_j` of a block (rows of ``noise``, columns of ``log_growths``
+        broadcast against its own): one cumulative sum."""
+        scaled = jnp.exp(-log_growths) * self._sqrt_step_sizes[:, None] * noise
+        return jnp.exp(log_growths) * prefix_sum(jnp.where(in_block, scaled, 0.0), axis=0)
 
     def _response(self, a: Array, answer: Array) -> tuple[Array | None, Array, Array]:
         r"""The linear response of a block starting at ``a``, direction by direction:
@@ -404,13 +419,13 @@ class DiffusionProcess:
         constructor.  ``"posterior"``: :math:`c_k = \lambda_i / (1 + \lambda_i (t_k - t_a))`
         from the answer's eigenvalues (clipped at 0, so that a rounding error cannot make a
         variance negative) in the answer's eigenbasis, ``[d, r]`` with ``posterior_rank``
-        (``c`` and ``L`` then ``[N, r]``)."""
+        (``c`` and ``L`` then ``[N, r + 1]``, the last column the rest's)."""
         if not self.posterior_response:
             log_growths = self._log_growths[1:] - self._log_growths[a]
             return None, self._responses[:, None], log_growths[:, None]
-        d, r = self.dim, self._posterior_columns
-        variances = jnp.maximum(answer[d : d + r], 0.0)[None, :]
-        basis = answer[d + r :].reshape(d, r)
+        d, r, v = self.dim, self._posterior_columns, self._posterior_variances
+        variances = jnp.maximum(answer[d : d + v], 0.0)[None, :]
+        basis = answer[d + v :].reshape(d, r)
         elapsed = (self.times[:-1] - self.times[a])[:, None]
         responses = variances / (1.0 + variances * elapsed)
         after = (jnp.arange(self.num_steps) >= a)[:, None]
@@ -421,9 +436,9 @@ class DiffusionProcess:
         """:math:`\\sum_{k=a}^{a+m-1} \\log \\mathcal{N}(y_{k+1};\\, y_k + h_k b_k,\\, h_k I)`
         with the speculation's drift :math:`b_k = O_a` (frozen) or
         :math:`b_k = O_a + C_k z_k` (linear response: :math:`C_k = c_k I` for a given
-        variance, :math:`U \\operatorname{diag}(c_k) U^\\top` for the posterior's, with
-        :math:`U` of shape :math:`d \\times r` under ``posterior_rank``: no response outside
-        its span)."""
+        variance, :math:`U \\operatorname{diag}(c_k) U^\\top` for the posterior's, plus
+        :math:`c_k^{\\mathrm{rest}} (I - U U^\\top)` under ``posterior_rank``, :math:`U` then
+        :math:`d \\times r`)."""
         drift = answer[None, : self.dim]
         if self.speculation_variance is not None:
             basis, responses, _ = self._response(a, answer)
@@ -431,8 +446,13 @@ class DiffusionProcess:
             deviation = x.path[:-1] - x.path[a][None, :] - elapsed[:, None] * drift
             if basis is None:
                 drift = drift + responses * deviation
-            else:  # C_k z_k = U diag(c_k) U^T z_k
+            elif self.posterior_rank is None:  # C_k z_k = U diag(c_k) U^T z_k
                 drift = drift + _matmul(_matmul(deviation, basis) * responses, basis.T)
+            else:  # ... + c_k^rest (z_k - U U^T z_k)
+                coordinates = _matmul(deviation, basis)
+                rest = deviation - _matmul(coordinates, basis.T)
+                along = _matmul(coordinates * responses[:, :-1], basis.T)
+                drift = drift + along + responses[:, -1:] * rest
         log_densities = self._increment_log_density(
             x.path[1:] - x.path[:-1],
             drift,

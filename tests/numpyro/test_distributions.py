@@ -260,14 +260,14 @@ def test_stochastic_localization_passes_its_speculation_variance_to_the_process(
     rebuilt = jax.tree.unflatten(*reversed(jax.tree.flatten(posterior)))
     assert rebuilt.make_process("y").posterior_response
     assert jax.jit(lambda d: d.sample(jax.random.PRNGKey(0)))(posterior).shape == (2,)
-    # so is its rank, which sets the answers' shape (d + r + d * r)
+    # so is its rank, which sets the answers' shape (d + r + 1 + d * r)
     low = StochasticLocalization(
         denoiser, 2, times, speculation_variance="posterior", posterior_rank=1
     )
     rebuilt = jax.tree.unflatten(*reversed(jax.tree.flatten(low)))
     process = rebuilt.make_process("y")
     assert process.posterior_rank == 1
-    assert process.query(process.init(jax.random.PRNGKey(0)), 0).shape == (2 + 1 + 2,)
+    assert process.query(process.init(jax.random.PRNGKey(0)), 0).shape == (2 + 1 + 1 + 2,)
     whole = StochasticLocalization(
         denoiser, 2, times, speculation_variance="posterior", posterior_rank=2
     )
