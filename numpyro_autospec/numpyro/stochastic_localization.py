@@ -47,8 +47,8 @@ class StochasticLocalization(OracleDistribution):
         docs/diffusion.md).  It changes the rounds, never the law.
     :param posterior_rank: with ``"posterior"`` only: ``None`` (default) for the whole
         Jacobian, an integer :math:`r < d` for a rank-:math:`r` estimate of the posterior
-        covariance (:math:`2r` forward-mode passes per query instead of :math:`d`; the frozen
-        drift outside its span), for denoisers of large :math:`d`.
+        covariance and an isotropic rest (:math:`3r` forward-mode passes per query instead of
+        :math:`d`), for denoisers of large :math:`d`.
     :param validate_args: NumPyro's flag.
 
     >>> import jax, jax.numpy as jnp
