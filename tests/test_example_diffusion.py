@@ -1,5 +1,6 @@
-"""Smoke test of ``examples/diffusion_digits.py``: it runs with tiny arguments, its draws are
-digit images, the sequential chain costs N + 1 rounds, and it saves its figure."""
+"""Smoke test of ``examples/diffusion_digits.py``: it runs with tiny arguments (with the frozen
+drift, and with the speculation of a rank-4 posterior estimate), its draws are digit images,
+the sequential chain costs N + 1 rounds, and it saves its figure."""
 
 import importlib.util
 import os
@@ -17,11 +18,15 @@ def load(name: str):
     return module
 
 
-def test_diffusion_digits_example_runs(tmp_path, capsys):
+@pytest.mark.parametrize(
+    "speculation", [[], ["--posterior-rank", "4"]], ids=["frozen", "posterior-rank"]
+)
+def test_diffusion_digits_example_runs(speculation, tmp_path, capsys):
     pytest.importorskip("sklearn")
     module = load("diffusion_digits")
     assert module.__doc__ and "Run::" in module.__doc__
     argv = ["--num-steps", "8", "--sizes", "8", "--num-samples", "2", "--no-progress-bar"]
+    argv += speculation
     result = module.main(module.parse_args(argv + ["--out", str(tmp_path)]))
     assert os.path.getsize(result["figure"]) > 10_000
     out = capsys.readouterr().out
