@@ -61,8 +61,19 @@ from numpyro_autospec.denoisers.validation import (
     check_denoiser_signature,
     check_time_grid,
 )
-from numpyro_autospec.exceptions import InputError, positive_integer
+from numpyro_autospec.exceptions import InputError
 from numpyro_autospec.prefix_sums import prefix_sum
+from numpyro_autospec.processes.posterior_covariance import (
+    POSTERIOR,
+    check_posterior_rank,
+    is_posterior,
+    low_rank_covariance,
+    probes,
+    whole_covariance,
+)
+from numpyro_autospec.processes.posterior_covariance import (
+    full_precision_matmul as _matmul,
+)
 
 __all__ = [
     "POSTERIOR",
@@ -245,11 +256,8 @@ class DiffusionProcess:
             columns = self.dim if self.posterior_rank is None else self.posterior_rank
             self._posterior_columns = columns
             self._posterior_variances = columns + (self.posterior_rank is not None)
-        if self.posterior_rank is not None:
-            # the range finder's probes and the trace's: fixed, so that a query is a function
-            # of (t, y) alone
-            probes = np.random.default_rng(0).standard_normal((2, self.dim, self.posterior_rank))
-            self._probes = jnp.asarray(probes, dtype=jnp.float32)
+        if self.posterior_rank is not None:  # fixed: a query is a function of (t, y) alone
+            self._probes = probes(self.dim, self.posterior_rank)
         if speculation_variance is not None and not self.posterior_response:
             variance = check_speculation_variance(speculation_variance, site=name)
             # c_k = s^2 / (1 + s^2 t_k) and L_k = sum_{i<k} log(1 + h_i c_i), k = 0..N
@@ -287,34 +295,9 @@ class DiffusionProcess:
         if not self.posterior_response:
             return self.denoiser(t, y)
         if self.posterior_rank is not None:
-            return self._evaluate_low_rank(t, y)
+            return low_rank_covariance(self.denoiser, t, y, self._probes)
 
-        def drift_twice(y):
-            drift = self.denoiser(t, y)
-            return drift, drift
-
-        jacobian, drift = jax.jacfwd(drift_twice, has_aux=True)(y)  # one pass: d tangents
-        variances, basis = jnp.linalg.eigh(0.5 * (jacobian + jacobian.T))
-        return jnp.concatenate([drift, variances, basis.reshape(-1)])
-
-    def _evaluate_low_rank(self, t: Array, y: Array) -> Array:
-        r"""The answer of ``posterior_rank`` :math:`= r`: :math:`f(t, y)`, the eigenvalues of
-        the rank-:math:`r` estimate :math:`Q (Q^\top J Q)_{\mathrm{sym}} Q^\top` of the
-        posterior covariance (:math:`J = \nabla_y f(t, y)`, :math:`Q` an orthonormal frame of
-        :math:`J \Omega`: the randomized range finder), the variance :math:`\sigma^2` of the
-        rest, :math:`\operatorname{tr}(P J P) / (d - r)` with :math:`P = I - Q Q^\top` by
-        Hutchinson's estimator on :math:`r` more probes, then the :math:`d \times r`
-        eigenvectors.  :math:`3r` forward-mode passes through one linearization."""
-        drift, tangent = jax.linearize(lambda y: self.denoiser(t, y), y)
-        columns = jax.vmap(tangent, in_axes=1, out_axes=1)
-        frame, _ = jnp.linalg.qr(columns(self._probes[0]))  # [d, r], orthonormal
-        core = _matmul(frame.T, columns(frame))
-        variances, vectors = jnp.linalg.eigh(0.5 * (core + core.T))
-        basis = _matmul(frame, vectors)
-        projected = self._probes[1] - _matmul(frame, _matmul(frame.T, self._probes[1]))
-        rest_trace = jnp.mean(jnp.sum(projected * columns(projected), axis=0))
-        rest = jnp.maximum(rest_trace, 0.0) / (self.dim - self.posterior_rank)
-        return jnp.concatenate([drift, variances, rest[None], basis.reshape(-1)])
+        return whole_covariance(self.denoiser, t, y)
 
     def query(self, x: DiffusionState, k: Array, num_rows: int = 1) -> Array:
         """The drift :math:`f(t_k, y_k)`, shape ``[d]`` (with ``"posterior"``: followed by
@@ -498,25 +481,6 @@ class DiffusionProcess:
         )
 
 
-def _matmul(a: Array, b: Array) -> Array:
-    """A float32 product at full precision: the speculation's path and its density are
-    computed by different products, and must agree to float32 rounding on every backend
-    (an accelerator's default may round the operands to fewer bits)."""
-    return jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST)
-
-
-POSTERIOR = "posterior"
-"""``speculation_variance=POSTERIOR``: the speculation follows the linear response of the
-posterior covariance, read from the denoiser's Jacobian at each block's start
-(:class:`DiffusionProcess`)."""
-
-
-def is_posterior(variance) -> bool:
-    """Whether ``variance`` asks for the posterior covariance's response (the string
-    :data:`POSTERIOR`; any other string is refused by :func:`check_speculation_variance`)."""
-    return isinstance(variance, str) and variance == POSTERIOR
-
-
 def check_speculation_variance(variance, site: str | None = None) -> Array:
     """The linear-response speculation's variance as a float32 array; a concrete value that is
     not a positive finite scalar is refused with a
@@ -539,30 +503,3 @@ def check_speculation_variance(variance, site: str | None = None) -> Array:
                 f"{prefix}speculation_variance must be a positive finite scalar, got {variance!r}"
             )
     return jnp.asarray(variance, dtype=jnp.float32)
-
-
-def check_posterior_rank(rank, variance, dim: int, site: str | None = None) -> int | None:
-    """The rank of the posterior covariance's estimate (:class:`DiffusionProcess`'s
-    ``posterior_rank``): ``None`` for the whole Jacobian (``rank`` is ``None``, or at least
-    ``dim``), else ``rank`` as an ``int``.  A rank without ``speculation_variance="posterior"``,
-    or one that is not a positive integer, is refused with a
-    :class:`~numpyro_autospec.denoisers.DenoiserError` (naming ``site`` when given).
-
-    >>> check_posterior_rank(8, "posterior", 64), check_posterior_rank(64, "posterior", 64)
-    (8, None)
-    >>> check_posterior_rank(8, 0.01, 64, site="y")
-    Traceback (most recent call last):
-    ...
-    numpyro_autospec.denoisers.validation.DenoiserError: site 'y': posterior_rank=8 needs \
-speculation_variance='posterior', got 0.01
-    """
-    if rank is None:
-        return None
-    prefix = "" if site is None else f"site {site!r}: "
-    if not is_posterior(variance):
-        raise DenoiserError(
-            f"{prefix}posterior_rank={rank!r} needs speculation_variance={POSTERIOR!r}, "
-            f"got {variance!r}"
-        )
-    rank = positive_integer(rank, f"{prefix}posterior_rank", DenoiserError)
-    return None if rank >= dim else rank
