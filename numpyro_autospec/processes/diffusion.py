@@ -249,13 +249,8 @@ class DiffusionProcess:
         self.posterior_rank = check_posterior_rank(
             posterior_rank, speculation_variance, self.dim, site=name
         )
-        #: columns of the eigenbasis in an answer (``d`` or the rank; 0 without
-        #: ``"posterior"``), and its variances (one more with a rank: the rest's)
-        self._posterior_columns = self._posterior_variances = 0
-        if self.posterior_response:
-            columns = self.dim if self.posterior_rank is None else self.posterior_rank
-            self._posterior_columns = columns
-            self._posterior_variances = columns + (self.posterior_rank is not None)
+        #: columns of the eigenbasis in an answer: ``d``, or the rank of the estimate
+        self._posterior_columns = self.dim if self.posterior_rank is None else self.posterior_rank
         if self.posterior_rank is not None:  # fixed: a query is a function of (t, y) alone
             self._probes = probes(self.dim, self.posterior_rank)
         if speculation_variance is not None and not self.posterior_response:
@@ -289,14 +284,14 @@ class DiffusionProcess:
     # -- oracle --------------------------------------------------------------------------
     def _evaluate(self, t: Array, y: Array) -> Array:
         r"""The answer at :math:`(t, y)`: :math:`f(t, y)`; with ``"posterior"`` followed by the
-        eigenvalues :math:`\lambda` and the eigenvectors :math:`U` (flattened, columns) of the
-        posterior covariance :math:`\nabla_y f(t, y)` (symmetrized: a learned denoiser's
-        Jacobian need not be symmetric, and any speculation is exact)."""
+        eigendecomposition of the posterior covariance :math:`\nabla_y f(t, y)`, read whole
+        (:func:`~numpyro_autospec.processes.posterior_covariance.whole_covariance`) or as a
+        rank-``posterior_rank`` estimate with an isotropic rest
+        (:func:`~numpyro_autospec.processes.posterior_covariance.low_rank_covariance`)."""
         if not self.posterior_response:
             return self.denoiser(t, y)
         if self.posterior_rank is not None:
             return low_rank_covariance(self.denoiser, t, y, self._probes)
-
         return whole_covariance(self.denoiser, t, y)
 
     def query(self, x: DiffusionState, k: Array, num_rows: int = 1) -> Array:
@@ -406,7 +401,8 @@ class DiffusionProcess:
         if not self.posterior_response:
             log_growths = self._log_growths[1:] - self._log_growths[a]
             return None, self._responses[:, None], log_growths[:, None]
-        d, r, v = self.dim, self._posterior_columns, self._posterior_variances
+        d, r = self.dim, self._posterior_columns
+        v = r + (self.posterior_rank is not None)  # variances: one more with a rank, the rest's
         variances = jnp.maximum(answer[d : d + v], 0.0)[None, :]
         basis = answer[d + v :].reshape(d, r)
         elapsed = (self.times[:-1] - self.times[a])[:, None]
