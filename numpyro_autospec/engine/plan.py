@@ -108,6 +108,10 @@ class Plan(NamedTuple):
     #: their answers (engine.transitions.advance): when answers are large
     block_speculation: bool
     block_scoring: bool  # scoring steps of a block are one score_block call
+    #: bounds of the speculation phases, increasing (engine.transitions.bounded_phases):
+    #: blocks of at most ``speculation_lengths[0]`` steps are speculated, decided and finished
+    #: on that many steps, the others on the next bound; ``()``: one phase, no bound
+    speculation_lengths: tuple[int, ...]
     max_transitions: int
     #: batch sizes of the rejected blocks whose residual is enumerated in a round
     #: (engine.rounds.enumeration_round; usually one or two at a time)
@@ -202,6 +206,31 @@ def block_speculation(policy: RootPolicy, answer_bytes: int, max_transitions: in
     """
     shorter = policy.rule is not None and 0 < policy.recursion_block < policy.answer_rows
     return shorter and answer_bytes * max_transitions > SPLIT_BATCH_BYTES
+
+
+def speculation_lengths(process, recursion_block: int) -> tuple[int, ...]:
+    """The bounds of the speculation phases of a process that declares
+    ``bounded_speculation``
+    (:class:`~numpyro_autospec.processes.base.BoundedSpeculationProcess`): blocks of at most
+    ``W`` steps, ``W`` the smallest power of two at least ``sqrt(recursion_block)``, then all
+    ``N`` steps.  Most speculated blocks are short (longer ones are almost always rejected and
+    split, docs/algorithm.md section 3), so their speculations, decisions and residual tests
+    cost ``W`` steps instead of the whole state's; each bound is one more compiled transition
+    per phase, so there are two.  The draws are the same for any bounds.
+
+    >>> from numpyro_autospec.denoisers import PointCloudDenoiser
+    >>> from numpyro_autospec.processes import DiffusionProcess
+    >>> from numpyro_autospec.processes.time_grids import default_times
+    >>> import jax.numpy as jnp
+    >>> process = DiffusionProcess(PointCloudDenoiser(jnp.eye(2)), 2, default_times(1024, 50.0))
+    >>> speculation_lengths(process, 1024), speculation_lengths(process, 100)
+    ((32, 1024), (16, 1024))
+    """
+    num_steps = int(process.num_steps)
+    if not process.bounded_speculation:
+        return ()
+    short = 1 << math.ceil(math.log2(math.sqrt(max(1, recursion_block))))
+    return (short, num_steps) if short < num_steps else (num_steps,)
 
 
 def has_batched_forms(process) -> bool:
@@ -345,6 +374,7 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         block_answer_rows=block_answer_rows,
         block_speculation=block_speculation(policy, nbytes(answer_shape), max_transitions),
         block_scoring=block_scoring,
+        speculation_lengths=speculation_lengths(process, recursion_block),
         max_transitions=max_transitions,
         enumeration_buckets=buckets(
             min(num_slots, max_transitions), 1, 2 * nbytes(x_shape) + nbytes(answer_shape)

@@ -44,6 +44,7 @@ __all__ = [
     "finishing",
     "advancing",
     "phase",
+    "bounded_phases",
     "advance",
 ]
 
@@ -99,17 +100,25 @@ def local_step(context: Context, slot: Pool) -> Pool:
     )
 
 
-def speculate(context: Context, recursion: bool, slot: Pool) -> Pool:
+def _bound(max_length: int | None) -> dict:
+    """The keyword of a bounded speculation (none without a bound)."""
+    return {} if max_length is None else {"max_length": max_length}
+
+
+def speculate(context: Context, recursion: bool, slot: Pool, max_length: int | None = None) -> Pool:
     """``x' ~ nu`` frozen at ``O_a`` (window: ``split(key)[0]``; recursion block:
     ``block_keys(key)[0]``), and the scoring round is set up (``m - 1`` queries, plus the
     lookahead).  ``recursion``: every slot moved is a recursion block, which reads only
-    :func:`~numpyro_autospec.engine.state.block_answer` of its answer."""
+    :func:`~numpyro_autospec.engine.state.block_answer` of its answer.  ``max_length``: a
+    static bound on the blocks' lengths (:func:`bounded_phases`)."""
     process = context.process
     key = block_key(slot)
     length = slot.block_end - slot.block_start
     key_speculation = jnp.where(slot.verifying, jax.random.split(key)[0], block_keys(key)[0])
     answer = block_answer(context, slot.answer) if recursion else slot.answer
-    x_speculated = process.spec_sample(key_speculation, slot.x, slot.block_start, length, answer)
+    x_speculated = process.spec_sample(
+        key_speculation, slot.x, slot.block_start, length, answer, **_bound(max_length)
+    )
     first = process.reduce(x_speculated, slot.block_start, answer)
     return slot._replace(
         status=jnp.full_like(slot.status, Status.SCORING),
@@ -120,14 +129,16 @@ def speculate(context: Context, recursion: bool, slot: Pool) -> Pool:
     )
 
 
-def decide(context: Context, slot: Pool) -> Pool:
+def decide(context: Context, slot: Pool, max_length: int | None = None) -> Pool:
     """A scored recursion block: accept ``x'`` with probability ``min(1, mu/nu)``, else
     start the residual loop, or wait for the residual's enumeration round when the block is
-    small enough (:attr:`~numpyro_autospec.config.RootPolicy.enumeration`)."""
+    small enough (:attr:`~numpyro_autospec.config.RootPolicy.enumeration`).  ``max_length``:
+    as in :func:`speculate`."""
     process = context.process
     _, key_accept, key_residual = block_keys(block_key(slot))
     length = slot.block_end - slot.block_start
-    log_nu = process.spec_logp(slot.x, slot.block_start, length, block_answer(context, slot.answer))
+    answer = block_answer(context, slot.answer)
+    log_nu = process.spec_logp(slot.x, slot.block_start, length, answer, **_bound(max_length))
     accepted = speculation_accepts(key_accept, slot.log_mu_block, log_nu)
     accept_state = slot._replace(status=Status.BLOCK_DONE, cursor=slot.block_end)
     enumerates = length <= context.plan.policy.enumeration
@@ -143,12 +154,15 @@ def decide(context: Context, slot: Pool) -> Pool:
     return select(accepted, accept_state, reject_state)
 
 
-def finish(context: Context, slot: Pool) -> Pool:
+def finish(context: Context, slot: Pool, max_length: int | None = None) -> Pool:
     """A finished range: a trial takes its residual test ``max(0, 1 - nu/mu)`` and
-    reports; a root asks for its final query or completes."""
+    reports; a root asks for its final query or completes.  ``max_length``: as in
+    :func:`speculate`."""
     process, plan = context.process, context.plan
     # a trial's range is its parent's recursion block (a root's value is not used)
-    log_nu = process.spec_logp(slot.x, slot.start, slot.stop - slot.start, slot.answer_parent)
+    log_nu = process.spec_logp(
+        slot.x, slot.start, slot.stop - slot.start, slot.answer_parent, **_bound(max_length)
+    )
     trial_accepts = residual_accepts(slot.key_accept, slot.log_mu_total, log_nu)
     if plan.final_query:
         root_status = jnp.where(slot.has_answer, Status.COMPLETE, Status.NEED_FINAL)
@@ -245,26 +259,61 @@ def advancing(plan: Plan, pool: Pool) -> Array:
     return is_local(pool) | speculating(pool) | deciding(plan, pool) | finishing(pool)
 
 
+def bounded_phases(
+    plan: Plan, pool: Pool, mask: Array, lengths: Array, transition
+) -> tuple[Pool, Array]:
+    """``transition(max_length)`` (a slot-to-slot function) on the slots of ``mask``: one
+    :func:`phase` per bound of :attr:`~numpyro_autospec.engine.plan.Plan.speculation_lengths`,
+    each on the slots whose block ``lengths`` fit it and not the bound before, so that a short
+    block's speculation costs its own steps (a process that declares
+    ``bounded_speculation``); one phase without a bound otherwise."""
+    if not plan.speculation_lengths:
+        return phase(plan, pool, mask, transition(None))
+    moved, lower = jnp.zeros((), bool), None
+    for bound in plan.speculation_lengths:
+        fits = mask & (lengths <= bound) & (True if lower is None else lengths > lower)
+        pool, moved_bound = phase(plan, pool, fits, transition(bound))
+        moved, lower = moved | moved_bound, bound
+    return pool, moved
+
+
 def advance(context: Context, pool: Pool) -> tuple[Pool, Array]:
     """The transitions of up to ``max_transitions`` tasks each: the cheap local ones, then the
-    speculations, acceptance tests and residual tests (each a pass over the state).  Returns
-    the pool and whether any task moved."""
+    speculations, acceptance tests and residual tests (each a pass over the state, in a phase
+    per bound of :func:`bounded_phases`).  Returns the pool and whether any task moved."""
     plan = context.plan
+
+    def speculation(recursion):
+        return lambda bound: functools.partial(speculate, context, recursion, max_length=bound)
+
     pool, moved_local = phase(plan, pool, is_local(pool), functools.partial(local_step, context))
     speculative = speculating(pool)
+    block_lengths = pool.block_end - pool.block_start
     if plan.block_speculation:
         # windows speculate from whole answers, recursion blocks from their leading rows
-        pool, moved_window = phase(
-            plan, pool, speculative & pool.verifying, functools.partial(speculate, context, False)
+        pool, moved_window = bounded_phases(
+            plan, pool, speculative & pool.verifying, block_lengths, speculation(False)
         )
-        pool, moved_block = phase(
-            plan, pool, speculative & ~pool.verifying, functools.partial(speculate, context, True)
+        pool, moved_block = bounded_phases(
+            plan, pool, speculative & ~pool.verifying, block_lengths, speculation(True)
         )
         moved_speculate = moved_window | moved_block
     else:
-        pool, moved_speculate = phase(
-            plan, pool, speculative, functools.partial(speculate, context, False)
+        pool, moved_speculate = bounded_phases(
+            plan, pool, speculative, block_lengths, speculation(False)
         )
-    pool, moved_decide = phase(plan, pool, deciding(plan, pool), functools.partial(decide, context))
-    pool, moved_finish = phase(plan, pool, finishing(pool), functools.partial(finish, context))
+    pool, moved_decide = bounded_phases(
+        plan,
+        pool,
+        deciding(plan, pool),
+        pool.block_end - pool.block_start,
+        lambda bound: functools.partial(decide, context, max_length=bound),
+    )
+    pool, moved_finish = bounded_phases(
+        plan,
+        pool,
+        finishing(pool),
+        pool.stop - pool.start,
+        lambda bound: functools.partial(finish, context, max_length=bound),
+    )
     return pool, moved_local | moved_speculate | moved_decide | moved_finish

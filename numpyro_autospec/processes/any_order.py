@@ -107,6 +107,8 @@ class AnyOrderProcess:
     final_query = False
     #: single-step queries gather their slot's state (no in-place batched forms)
     batched_queries = False
+    #: a speculation reads its answer's rows, already sized by the engine (no ``max_length``)
+    bounded_speculation = False
 
     def __init__(
         self,

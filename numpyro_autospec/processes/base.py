@@ -36,6 +36,11 @@ Declared fast paths (class attributes, never discovered):
   (``reduce`` and ``target_logp`` of those steps), where ``states`` is the pool's stacked
   state; a single-step query then reads only what it needs instead of a gathered copy of its
   slot's whole state (diffusion: :math:`y_k` of an :math:`O(Nd)` path).
+* ``bounded_speculation``: ``spec_sample(..., max_length=L)`` and ``spec_logp(...,
+  max_length=L)`` (``L`` static, at least the block's ``m``) read and write only the ``L``
+  steps from the block's start, with the same result as without the bound; the engine then
+  runs short blocks in a transition phase of their own, so a speculation costs
+  :math:`O(m)` steps, not :math:`O(N)` (diffusion, whose state is a whole path).
 """
 
 from __future__ import annotations
@@ -44,7 +49,13 @@ from typing import Any, Protocol, runtime_checkable
 
 from jax import Array
 
-__all__ = ["BlockScoringProcess", "DiscreteStepProcess", "Process", "has_discrete_steps"]
+__all__ = [
+    "BlockScoringProcess",
+    "BoundedSpeculationProcess",
+    "DiscreteStepProcess",
+    "Process",
+    "has_discrete_steps",
+]
 
 State = Any
 Answer = Any
@@ -80,6 +91,8 @@ class Process(Protocol):
     scores_blocks: bool
     #: declared fast path: ``query_batch`` / ``score_batch`` read the pool in place
     batched_queries: bool
+    #: declared fast path: ``spec_sample`` / ``spec_logp`` take a static ``max_length``
+    bounded_speculation: bool
 
     def init(self, key: Array) -> State:
         """Initial state (any-order: draws the random order and places observed values)."""
@@ -146,6 +159,46 @@ class BlockScoringProcess(Process, Protocol):
     def score_block(self, x: State, a: Array, num_rows: int) -> Reduced:
         """The reduced answers of steps ``a..a+num_rows-1`` (leading axis ``num_rows``), each
         given its own prefix, in one oracle evaluation."""
+
+
+@runtime_checkable
+class BoundedSpeculationProcess(Process, Protocol):
+    """A process that declares ``bounded_speculation = True``: its speculation of a block of
+    ``m`` steps can be computed on any ``max_length >= m`` consecutive steps from the block's
+    start, with the same draw and density as on all ``N``.
+
+    >>> import jax, jax.numpy as jnp, numpy as np
+    >>> from numpyro_autospec.denoisers import PointCloudDenoiser
+    >>> from numpyro_autospec.processes import DiffusionProcess
+    >>> from numpyro_autospec.processes.time_grids import default_times
+    >>> process = DiffusionProcess(PointCloudDenoiser(jnp.eye(2)), 2, default_times(16, 50.0))
+    >>> process.bounded_speculation, isinstance(process, BoundedSpeculationProcess)
+    (True, True)
+    >>> x = process.init(jax.random.PRNGKey(0))
+    >>> key, answer = jax.random.PRNGKey(1), process.query(x, 0)
+    >>> whole = process.spec_sample(key, x, 0, 3, answer)
+    >>> short = process.spec_sample(key, x, 0, 3, answer, max_length=4)  # 4 steps, not 16
+    >>> bool(np.allclose(whole.path, short.path, atol=1e-6))
+    True
+    """
+
+    def spec_sample(
+        self,
+        key: Array,
+        x: State,
+        a: Array,
+        m: Array,
+        answer: Answer,
+        max_length: int | None = None,
+    ) -> State:
+        """:meth:`Process.spec_sample`, reading and writing the steps
+        ``a .. a + max_length - 1`` only (``None``: all)."""
+
+    def spec_logp(
+        self, x: State, a: Array, m: Array, answer: Answer, max_length: int | None = None
+    ) -> Array:
+        """:meth:`Process.spec_logp`, reading the steps ``a .. a + max_length - 1`` only
+        (``None``: all)."""
 
 
 @runtime_checkable

@@ -212,6 +212,9 @@ class DiffusionProcess:
     scores_blocks = False
     #: declares ``query_batch`` / ``score_batch``: single-step queries read y_k in the pool
     batched_queries = True
+    #: declares ``max_length`` in ``spec_sample`` / ``spec_logp``: a speculation costs its
+    #: block's steps, not the whole path's
+    bounded_speculation = True
 
     def __init__(
         self,
@@ -271,8 +274,9 @@ class DiffusionProcess:
         """:math:`y_N`, shape ``[d]``."""
         return x.path[self.num_steps]
 
-    def _in_block(self, a: Array, m: Array) -> Array:
-        steps = jnp.arange(self.num_steps)
+    @staticmethod
+    def _in_block(a: Array, m: Array, steps: Array) -> Array:
+        """Which of ``steps`` lie in the block ``[a, a + m)``."""
         return (steps >= a) & (steps < a + m)
 
     def _increment_log_density(self, increment, drift, step_size, log_normalizer) -> Array:
@@ -343,9 +347,40 @@ class DiffusionProcess:
         return x._replace(path=x.path.at[k + 1].set(x.path[k] + step))
 
     # -- speculation -----------------------------------------------------------------------
-    def spec_sample(self, key: Array, x: DiffusionState, a: Array, m: Array, answer: Array):
-        """Rows ``a+1 .. a+m`` of the path drawn from the speculation in one shot (noise
-        ``normal(key, (N, d))``, row ``k`` for step ``k``); other rows are unchanged.
+    def _window(self, a: Array, max_length: int | None) -> tuple[Array, Array]:
+        """``(start, steps)``: the ``L = max_length`` (default ``N``) consecutive steps
+        ``start .. start + L - 1`` that hold a block starting at ``a`` of at most ``L`` steps,
+        ``start = min(a, N - L)``; with ``L = N`` every step."""
+        length = self.num_steps if max_length is None else int(max_length)
+        if not 1 <= length <= self.num_steps:
+            raise InputError(
+                f"site {self.name!r}: max_length must be in [1, {self.num_steps}], got {length}"
+            )
+        start = jnp.clip(a, 0, self.num_steps - length)
+        return start, start + jnp.arange(length)
+
+    def _noise(self, key: Array, steps: Array) -> Array:
+        """The speculation's standard normal noise of ``steps``, row ``k`` from
+        ``fold_in(key, k)``: the same for a step whatever window holds it."""
+        return jax.vmap(
+            lambda k: jax.random.normal(jax.random.fold_in(key, k), (self.dim,), jnp.float32)
+        )(steps)
+
+    def spec_sample(
+        self,
+        key: Array,
+        x: DiffusionState,
+        a: Array,
+        m: Array,
+        answer: Array,
+        max_length: int | None = None,
+    ):
+        """Rows ``a+1 .. a+m`` of the path drawn from the speculation in one shot (the noise of
+        step ``k`` is ``normal(fold_in(key, k), (d,))``); other rows are unchanged.
+
+        ``max_length`` (static, at least ``m``; declared fast path ``bounded_speculation``)
+        limits the work to the ``max_length`` steps from ``a``: the draw is the same for every
+        bound, and the cost of a speculation follows its block, not :math:`N`.
 
         Frozen drift: the random walk with drift ``answer`` :math:`= O_a = f(t_a, y_a)`, one
         cumulative sum of masked increments.  Linear response: the deviation from the
@@ -355,15 +390,16 @@ class DiffusionProcess:
         again one cumulative sum (per direction of the posterior covariance's eigenbasis for
         ``"posterior"``, whose noise is drawn in that basis; with ``posterior_rank``, the noise
         orthogonal to the basis responds with the rest's variance, one more cumulative sum)."""
-        in_block = self._in_block(a, m)[:, None]
-        noise = jax.random.normal(key, (self.num_steps, self.dim), jnp.float32)
+        start, steps = self._window(a, max_length)
+        rows = jax.lax.dynamic_slice_in_dim(x.path, start + 1, steps.shape[0])
+        in_block = self._in_block(a, m, steps)[:, None]
+        noise = self._noise(key, steps)
+        sqrt_step_sizes = self._sqrt_step_sizes[steps][:, None]
         if self.speculation_variance is None:
-            increments = (
-                self.step_sizes[:, None] * answer[None, :] + self._sqrt_step_sizes[:, None] * noise
-            )
+            increments = self.step_sizes[steps][:, None] * answer[None, :] + sqrt_step_sizes * noise
             walk = x.path[a][None, :] + prefix_sum(jnp.where(in_block, increments, 0.0), axis=0)
         else:
-            basis, _, log_growths = self._response(a, answer)  # L_{k+1}, from a
+            basis, _, log_growths = self._response(a, answer, steps)  # L_{k+1}, from a
             answer = answer[: self.dim]
             rest = None
             if basis is not None:  # coordinates in the eigenbasis: still standard normal
@@ -372,57 +408,71 @@ class DiffusionProcess:
                     rest = noise - _matmul(coordinates, basis.T)
                     log_growths, rest_growths = log_growths[:, :-1], log_growths[:, -1:]
                 noise = coordinates
-            deviation = self._response_walk(log_growths, noise, in_block)
+            deviation = self._response_walk(log_growths, sqrt_step_sizes * noise, in_block)
             if basis is not None:
                 deviation = _matmul(deviation, basis.T)
             if rest is not None:
-                deviation = deviation + self._response_walk(rest_growths, rest, in_block)
-            elapsed = self.times[1:] - self.times[a]
+                deviation = deviation + self._response_walk(
+                    rest_growths, sqrt_step_sizes * rest, in_block
+                )
+            elapsed = self.times[steps + 1] - self.times[a]
             walk = x.path[a][None, :] + elapsed[:, None] * answer[None, :] + deviation
-        return x._replace(path=x.path.at[1:].set(jnp.where(in_block, walk, x.path[1:])))
+        rows = jnp.where(in_block, walk, rows)
+        return x._replace(path=jax.lax.dynamic_update_slice_in_dim(x.path, rows, start + 1, 0))
 
-    def _response_walk(self, log_growths: Array, noise: Array, in_block: Array) -> Array:
+    def _response_walk(self, log_growths: Array, scaled_noise: Array, in_block: Array) -> Array:
         """The deviations :math:`z_{k+1} = e^{L_{k+1}} \\sum_{j=a}^{k} e^{-L_{j+1}}
-        \\sqrt{h_j}\\,\\xi_j` of a block (rows of ``noise``, columns of ``log_growths``
-        broadcast against its own): one cumulative sum."""
-        scaled = jnp.exp(-log_growths) * self._sqrt_step_sizes[:, None] * noise
+        \\sqrt{h_j}\\,\\xi_j` of a block (rows of ``scaled_noise`` :math:`= \\sqrt{h_j}\\,\\xi_j`,
+        columns of ``log_growths`` broadcast against its own): one cumulative sum."""
+        scaled = jnp.exp(-log_growths) * scaled_noise
         return jnp.exp(log_growths) * prefix_sum(jnp.where(in_block, scaled, 0.0), axis=0)
 
-    def _response(self, a: Array, answer: Array) -> tuple[Array | None, Array, Array]:
-        r"""The linear response of a block starting at ``a``, direction by direction:
-        ``(basis, c, L)`` with ``c[k, i]`` :math:`= c_k` along basis vector ``i`` and
-        ``L[k, i]`` :math:`= \sum_{a \le j \le k} \log(1 + h_j c_j)` (meaningful for
-        :math:`k \ge a`), shapes ``[N, d]``.  A given variance: the same in every direction
-        (``basis`` is ``None``, the identity; ``[N, 1]`` columns), the constants of the
-        constructor.  ``"posterior"``: :math:`c_k = \lambda_i / (1 + \lambda_i (t_k - t_a))`
-        from the answer's eigenvalues (clipped at 0, so that a rounding error cannot make a
-        variance negative) in the answer's eigenbasis, ``[d, r]`` with ``posterior_rank``
-        (``c`` and ``L`` then ``[N, r + 1]``, the last column the rest's)."""
+    def _response(self, a: Array, answer: Array, steps: Array) -> tuple[Array | None, Array, Array]:
+        r"""The linear response of a block starting at ``a``, direction by direction, on the
+        ``L`` steps ``steps`` (a window of :meth:`_window`): ``(basis, c, G)`` with ``c[j, i]``
+        :math:`= c_k` along basis vector ``i`` and ``G[j, i]`` :math:`= \sum_{a \le l \le k}
+        \log(1 + h_l c_l)` (meaningful for :math:`k \ge a`), :math:`k` = ``steps[j]``, shapes
+        ``[L, d]``.  A given variance: the same in every direction (``basis`` is ``None``, the
+        identity; ``[L, 1]`` columns), the constants of the constructor.  ``"posterior"``:
+        :math:`c_k = \lambda_i / (1 + \lambda_i (t_k - t_a))` from the answer's eigenvalues
+        (clipped at 0, so that a rounding error cannot make a variance negative) in the
+        answer's eigenbasis, ``[d, r]`` with ``posterior_rank`` (``c`` and ``G`` then
+        ``[L, r + 1]``, the last column the rest's)."""
         if not self.posterior_response:
-            log_growths = self._log_growths[1:] - self._log_growths[a]
-            return None, self._responses[:, None], log_growths[:, None]
+            log_growths = self._log_growths[steps + 1] - self._log_growths[a]
+            return None, self._responses[steps][:, None], log_growths[:, None]
         d, r = self.dim, self._posterior_columns
         v = r + (self.posterior_rank is not None)  # variances: one more with a rank, the rest's
         variances = jnp.maximum(answer[d : d + v], 0.0)[None, :]
         basis = answer[d + v :].reshape(d, r)
-        elapsed = (self.times[:-1] - self.times[a])[:, None]
+        elapsed = (self.times[steps] - self.times[a])[:, None]
         responses = variances / (1.0 + variances * elapsed)
-        after = (jnp.arange(self.num_steps) >= a)[:, None]
-        growths = jnp.where(after, jnp.log1p(self.step_sizes[:, None] * responses), 0.0)
+        after = (steps >= a)[:, None]
+        growths = jnp.where(after, jnp.log1p(self.step_sizes[steps][:, None] * responses), 0.0)
         return basis, responses, prefix_sum(growths, axis=0)
 
-    def spec_logp(self, x: DiffusionState, a: Array, m: Array, answer: Array) -> Array:
+    def spec_logp(
+        self,
+        x: DiffusionState,
+        a: Array,
+        m: Array,
+        answer: Array,
+        max_length: int | None = None,
+    ) -> Array:
         """:math:`\\sum_{k=a}^{a+m-1} \\log \\mathcal{N}(y_{k+1};\\, y_k + h_k b_k,\\, h_k I)`
         with the speculation's drift :math:`b_k = O_a` (frozen) or
         :math:`b_k = O_a + C_k z_k` (linear response: :math:`C_k = c_k I` for a given
         variance, :math:`U \\operatorname{diag}(c_k) U^\\top` for the posterior's, plus
         :math:`c_k^{\\mathrm{rest}} (I - U U^\\top)` under ``posterior_rank``, :math:`U` then
-        :math:`d \\times r`)."""
+        :math:`d \\times r`).  ``max_length`` (static, at least ``m``) limits the work to the
+        ``max_length`` steps from ``a``, as in :meth:`spec_sample`."""
+        start, steps = self._window(a, max_length)
+        path = jax.lax.dynamic_slice_in_dim(x.path, start, steps.shape[0] + 1)
         drift = answer[None, : self.dim]
         if self.speculation_variance is not None:
-            basis, responses, _ = self._response(a, answer)
-            elapsed = self.times[:-1] - self.times[a]
-            deviation = x.path[:-1] - x.path[a][None, :] - elapsed[:, None] * drift
+            basis, responses, _ = self._response(a, answer, steps)
+            elapsed = self.times[steps] - self.times[a]
+            deviation = path[:-1] - x.path[a][None, :] - elapsed[:, None] * drift
             if basis is None:
                 drift = drift + responses * deviation
             elif self.posterior_rank is None:  # C_k z_k = U diag(c_k) U^T z_k
@@ -433,12 +483,12 @@ class DiffusionProcess:
                 along = _matmul(coordinates * responses[:, :-1], basis.T)
                 drift = drift + along + responses[:, -1:] * rest
         log_densities = self._increment_log_density(
-            x.path[1:] - x.path[:-1],
+            path[1:] - path[:-1],
             drift,
-            self.step_sizes,
-            self._log_normalizers,
+            self.step_sizes[steps],
+            self._log_normalizers[steps],
         )
-        return jnp.sum(jnp.where(self._in_block(a, m), log_densities, 0.0))
+        return jnp.sum(jnp.where(self._in_block(a, m, steps), log_densities, 0.0))
 
     def output(self, x: DiffusionState, final_answer: Array | None = None) -> Array:
         """The denoised point :math:`f(t_N, y_N)` (``final_answer``, queried by the sampler)."""
