@@ -25,9 +25,14 @@ instead of in a five-step ``fori_loop`` (the lowering upstream JAX switched the 
 jax-ml/jax#37872), in this benchmark's process only: the same bits, fewer kernels.  The
 package itself leaves JAX's lowering alone.
 
-The profiler slows every kernel by a fixed amount, so its durations are not reported; the
-counts are exact, and the unprofiled seconds per round divided by the kernels per round give
-the mean cost of one executed kernel.
+The profiler slows every kernel by a fixed amount, so the counts are exact and the durations
+are not: the unprofiled seconds per round divided by the kernels per round give the mean cost
+of one executed kernel.  A second table (``--origins``) shares the profiled kernel time out
+by the package function that emitted each kernel (the innermost two frames of the package in
+the stack XLA keeps with each instruction): where a round's time goes when its kernels are
+large (a diffusion path), read as shares, not seconds.
+
+    .venv/bin/python benchmarks/round_profile.py --case digits-1024 --origins
 """
 
 from __future__ import annotations
@@ -50,7 +55,8 @@ from numpyro_autospec.script_help import script_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from rounds import sampler_config  # noqa: E402  (benchmarks/ on the path first)
+from compile_profile import StackFrames  # noqa: E402  (benchmarks/ on the path first)
+from rounds import sampler_config  # noqa: E402
 from seconds import CASES, make_process  # noqa: E402
 
 #: JAX functions whose kernels are the random hash (``jax.random`` lowers to threefry2x32)
@@ -126,6 +132,37 @@ def executed_kernels(trace_dir: str) -> collections.Counter:
     )
 
 
+def kernel_durations(trace_dir: str) -> collections.Counter:
+    """Microseconds spent in each kernel, by name, from the Perfetto trace under
+    ``trace_dir``."""
+    (path,) = glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True)
+    with gzip.open(path) as file:
+        data = json.load(file)
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    durations = collections.Counter()
+    for event in events:
+        if event.get("ph") == "X" and not NOT_KERNELS.match(event["name"]):
+            durations[event["name"]] += event.get("dur", 0)
+    return durations
+
+
+def origins(hlo_text: str, depth: int = 2) -> dict[str, str]:
+    """``instruction name -> origin``: the innermost ``depth`` package functions of the stack
+    frame XLA keeps with the instruction (``"(no package frame)"`` without one)."""
+    stacks = StackFrames(hlo_text)
+    found = {}
+    for line in hlo_text.splitlines():
+        match = re.match(r"\s*(?:ROOT )?%([\w.\-]+) = .*?stack_frame_id=(\d+)", line)
+        if match:
+            frames = [
+                f"{file.split('numpyro_autospec/')[-1]}:{function}"
+                for file, function in stacks.frames(int(match.group(2)))
+                if "numpyro_autospec/" in file
+            ]
+            found[match.group(1)] = " < ".join(frames[:depth]) or "(no package frame)"
+    return found
+
+
 def unroll_threefry_on_cpu() -> None:
     """Register JAX's unrolled threefry2x32 lowering for the CPU in this process (private
     JAX API: the rule JAX uses on other platforms)."""
@@ -155,6 +192,11 @@ def profile(case: str, config: str, seed: int, repeats: int) -> dict:
         jax.block_until_ready(compiled(key))
         jax.profiler.stop_trace()
         kernels = executed_kernels(trace_dir)
+        durations = kernel_durations(trace_dir)
+    text = compiled.as_text()
+    by_origin, origin_of = collections.Counter(), origins(text)
+    for name, microseconds in durations.items():
+        by_origin[origin_of.get(name, "(no package frame)")] += microseconds
     groups, functions = collections.Counter(), collections.defaultdict(collections.Counter)
     for name, count in kernels.items():
         opcode, op_name = names.get(name, ("?", ""))
@@ -169,6 +211,7 @@ def profile(case: str, config: str, seed: int, repeats: int) -> dict:
         "kernels": sum(groups.values()),
         "groups": groups,
         "functions": functions,
+        "origins": by_origin,
     }
 
 
@@ -191,6 +234,18 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def origin_table(result: dict, rows: int = 15) -> str:
+    """The profiled kernel time by origin, largest first (shares of the profiled time)."""
+    total = sum(result["origins"].values())
+    lines = [
+        "| share of kernel time | origin (innermost package functions) |",
+        "|---|---|",
+    ]
+    for origin, microseconds in result["origins"].most_common(rows):
+        lines.append(f"| {microseconds / total:.0%} | `{origin}` |")
+    return "\n".join(lines)
+
+
 def main(args: argparse.Namespace) -> None:
     if args.unrolled_threefry:
         unroll_threefry_on_cpu()
@@ -198,6 +253,9 @@ def main(args: argparse.Namespace) -> None:
     if args.unrolled_threefry:
         result["config"] += " with the hash unrolled"
     print(table(result))
+    if args.origins:
+        print()
+        print(origin_table(result))
 
 
 if __name__ == "__main__":
@@ -212,5 +270,10 @@ if __name__ == "__main__":
         "--unrolled-threefry",
         action="store_true",
         help="lower jax.random's hash unrolled on the CPU in this process (jax-ml/jax#37872)",
+    )
+    parser.add_argument(
+        "--origins",
+        action="store_true",
+        help="also share the profiled kernel time out by the package function behind it",
     )
     main(parser.parse_args())
