@@ -32,12 +32,14 @@ from numpyro_autospec.rejection import block_keys, residual_accepts, speculation
 
 __all__ = [
     "wants_lookahead",
+    "leaf_step",
     "local_step",
     "speculate",
     "decide",
     "finish",
     "next_block",
     "scored",
+    "is_leaf_step",
     "is_local",
     "speculating",
     "deciding",
@@ -56,30 +58,30 @@ def wants_lookahead(plan: Plan, end: Array) -> Array:
     return (end < plan.num_steps) | ((end == plan.num_steps) & plan.final_query)
 
 
-def local_step(context: Context, slot: Pool) -> Pool:
-    """Advance one task through the cheap transitions that need no oracle answer."""
-    process, plan = context.process, context.plan
-    key = block_key(slot)
-
-    # (a) a leaf step whose answer is known: sample it
-    leaf_step = (slot.status == Status.LEAF) & slot.has_answer
+def leaf_step(context: Context, slot: Pool) -> Pool:
+    """One sequential step of a leaf whose answer is known: ``x_k ~ mu(. | O_k)``, its
+    log-density added to the block's.  A phase of its own, so that the other local
+    transitions (:func:`local_step`) leave the state alone and do not move it."""
+    process = context.process
     reduced = process.reduce(slot.x, slot.cursor, slot.answer)
-    leaf_key = jax.random.fold_in(key, slot.cursor - slot.block_start)
+    leaf_key = jax.random.fold_in(block_key(slot), slot.cursor - slot.block_start)
     x_leaf = process.target_sample(leaf_key, slot.x, slot.cursor, reduced)
-    log_mu_leaf = slot.log_mu_block + process.target_logp(x_leaf, slot.cursor, reduced)
-    cursor_leaf = slot.cursor + 1
-    slot = select(
-        leaf_step,
-        slot._replace(
-            x=x_leaf,
-            log_mu_block=log_mu_leaf,
-            cursor=cursor_leaf,
-            has_answer=jnp.zeros_like(slot.has_answer),
-            has_next=jnp.zeros_like(slot.has_next),
-            status=jnp.where(cursor_leaf == slot.block_end, Status.BLOCK_DONE, Status.LEAF),
-        ),
-        slot,
+    cursor = slot.cursor + 1
+    return slot._replace(
+        x=x_leaf,
+        log_mu_block=slot.log_mu_block + process.target_logp(x_leaf, slot.cursor, reduced),
+        cursor=cursor,
+        has_answer=jnp.zeros_like(slot.has_answer),
+        has_next=jnp.zeros_like(slot.has_next),
+        status=jnp.where(cursor == slot.block_end, Status.BLOCK_DONE, Status.LEAF),
     )
+
+
+def local_step(context: Context, slot: Pool) -> Pool:
+    """Advance one task through the cheap transitions that need no oracle answer and leave
+    its state alone: a finished block moves its driver on, a new block becomes a leaf, a
+    speculation or a query for ``O_a``."""
+    plan = context.plan
 
     # (b) a finished block: move the driver to the next block or finish the range
     slot = select(slot.status == Status.BLOCK_DONE, next_block(plan, slot), slot)
@@ -207,14 +209,14 @@ def scored(plan: Plan, pool: Pool) -> Array:
     return scoring & (pool.score_next >= pool.block_end) & lookahead_done
 
 
+def is_leaf_step(pool: Pool) -> Array:
+    """Slots :func:`leaf_step` moves: leaves whose answer is known."""
+    return (pool.status == Status.LEAF) & pool.has_answer
+
+
 def is_local(pool: Pool) -> Array:
     """Slots :func:`local_step` moves."""
-    status = pool.status
-    return (
-        (status == Status.START)
-        | (status == Status.BLOCK_DONE)
-        | ((status == Status.LEAF) & pool.has_answer)
-    )
+    return (pool.status == Status.START) | (pool.status == Status.BLOCK_DONE)
 
 
 def phase(plan: Plan, pool: Pool, mask: Array, transition) -> tuple[Pool, Array]:
@@ -256,7 +258,13 @@ def finishing(pool: Pool) -> Array:
 def advancing(plan: Plan, pool: Pool) -> Array:
     """Slots :func:`advance` would move: the masks of its phases on ``pool``.  Each phase
     reads the pool the earlier ones left, so when none is set here none moves anything."""
-    return is_local(pool) | speculating(pool) | deciding(plan, pool) | finishing(pool)
+    return (
+        is_leaf_step(pool)
+        | is_local(pool)
+        | speculating(pool)
+        | deciding(plan, pool)
+        | finishing(pool)
+    )
 
 
 def bounded_phases(
@@ -278,14 +286,17 @@ def bounded_phases(
 
 
 def advance(context: Context, pool: Pool) -> tuple[Pool, Array]:
-    """The transitions of up to ``max_transitions`` tasks each: the cheap local ones, then the
-    speculations, acceptance tests and residual tests (each a pass over the state, in a phase
-    per bound of :func:`bounded_phases`).  Returns the pool and whether any task moved."""
+    """The transitions of up to ``max_transitions`` tasks each: leaf steps (each writes one
+    step of the state), the other local ones (which leave the state alone, so that their
+    phase neither copies nor writes it back), then the speculations, acceptance tests and
+    residual tests (each a pass over the state, in a phase per bound of
+    :func:`bounded_phases`).  Returns the pool and whether any task moved."""
     plan = context.plan
 
     def speculation(recursion):
         return lambda bound: functools.partial(speculate, context, recursion, max_length=bound)
 
+    pool, moved_leaf = phase(plan, pool, is_leaf_step(pool), functools.partial(leaf_step, context))
     pool, moved_local = phase(plan, pool, is_local(pool), functools.partial(local_step, context))
     speculative = speculating(pool)
     block_lengths = pool.block_end - pool.block_start
@@ -316,4 +327,4 @@ def advance(context: Context, pool: Pool) -> tuple[Pool, Array]:
         pool.stop - pool.start,
         lambda bound: functools.partial(finish, context, max_length=bound),
     )
-    return pool, moved_local | moved_speculate | moved_decide | moved_finish
+    return pool, moved_leaf | moved_local | moved_speculate | moved_decide | moved_finish
