@@ -55,7 +55,7 @@ from numpyro_autospec.script_help import script_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from compile_profile import StackFrames  # noqa: E402  (benchmarks/ on the path first)
+from compile_profile import PACKAGE, StackFrames  # noqa: E402  (benchmarks/ on the path first)
 from rounds import sampler_config  # noqa: E402
 from seconds import CASES, make_process  # noqa: E402
 
@@ -119,31 +119,19 @@ def group(opcode: str, op_name: str) -> str:
     return "other"
 
 
-def executed_kernels(trace_dir: str) -> collections.Counter:
-    """Executed kernels by name from the Perfetto trace under ``trace_dir``."""
+def executed_kernels(trace_dir: str) -> tuple[collections.Counter, collections.Counter]:
+    """Executed kernels by name from the Perfetto trace under ``trace_dir``: how many times
+    each ran, and the microseconds it took in all."""
     (path,) = glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True)
     with gzip.open(path) as file:
         data = json.load(file)
     events = data["traceEvents"] if isinstance(data, dict) else data
-    return collections.Counter(
-        event["name"]
-        for event in events
-        if event.get("ph") == "X" and not NOT_KERNELS.match(event["name"])
-    )
-
-
-def kernel_durations(trace_dir: str) -> collections.Counter:
-    """Microseconds spent in each kernel, by name, from the Perfetto trace under
-    ``trace_dir``."""
-    (path,) = glob.glob(os.path.join(trace_dir, "**", "perfetto_trace.json.gz"), recursive=True)
-    with gzip.open(path) as file:
-        data = json.load(file)
-    events = data["traceEvents"] if isinstance(data, dict) else data
-    durations = collections.Counter()
+    counts, durations = collections.Counter(), collections.Counter()
     for event in events:
         if event.get("ph") == "X" and not NOT_KERNELS.match(event["name"]):
+            counts[event["name"]] += 1
             durations[event["name"]] += event.get("dur", 0)
-    return durations
+    return counts, durations
 
 
 def origins(hlo_text: str, depth: int = 2) -> dict[str, str]:
@@ -155,9 +143,9 @@ def origins(hlo_text: str, depth: int = 2) -> dict[str, str]:
         match = re.match(r"\s*(?:ROOT )?%([\w.\-]+) = .*?stack_frame_id=(\d+)", line)
         if match:
             frames = [
-                f"{file.split('numpyro_autospec/')[-1]}:{function}"
+                f"{PACKAGE.search(file).group(1)}:{function}"
                 for file, function in stacks.frames(int(match.group(2)))
-                if "numpyro_autospec/" in file
+                if PACKAGE.search(file)
             ]
             found[match.group(1)] = " < ".join(frames[:depth]) or "(no package frame)"
     return found
@@ -191,8 +179,7 @@ def profile(case: str, config: str, seed: int, repeats: int) -> dict:
         jax.profiler.start_trace(trace_dir, create_perfetto_trace=True)
         jax.block_until_ready(compiled(key))
         jax.profiler.stop_trace()
-        kernels = executed_kernels(trace_dir)
-        durations = kernel_durations(trace_dir)
+        kernels, durations = executed_kernels(trace_dir)
     text = compiled.as_text()
     by_origin, origin_of = collections.Counter(), origins(text)
     for name, microseconds in durations.items():
