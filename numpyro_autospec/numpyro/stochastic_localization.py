@@ -78,9 +78,9 @@ class StochasticLocalization(OracleDistribution):
             check_denoiser_signature,
             check_time_grid,
         )
-        from numpyro_autospec.processes.diffusion import (
+        from numpyro_autospec.processes.linear_response import check_speculation_variance
+        from numpyro_autospec.processes.posterior_covariance import (
             check_posterior_rank,
-            check_speculation_variance,
             is_posterior,
         )
 

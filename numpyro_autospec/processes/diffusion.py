@@ -26,17 +26,18 @@ and the sample is the denoised point :math:`f(t_N, y_N)`.
           \mathcal{N}(y_{k+1};\, y_k + h_k O_a,\, h_k I),
 
   a Gaussian random walk with constant drift, drawn in one shot as a cumulative sum;
-* optionally (``speculation_variance`` :math:`= s^2`), the *linear-response* speculation: the
-  drift of step :math:`k` of the block is :math:`O_a + c_k z_k` with
-  :math:`c_k = s^2/(1 + s^2 t_k)` and :math:`z_k = y_k - y_a - (t_k - t_a) O_a`, the drift
-  of a Gaussian target :math:`\mathcal{N}(\cdot, s^2 I)` (for which it is exact, see
-  :class:`DiffusionProcess`); still a Gaussian path drawn in one shot, from one query.
+* optionally (``speculation_variance``), the *linear-response* speculation: the drift of
+  step :math:`k` of the block follows the path's deviation from the frozen-drift mean, with a
+  given variance's response or the posterior covariance's
+  (:mod:`~numpyro_autospec.processes.linear_response`); still a Gaussian path drawn in one
+  shot, from one query.
 
 The sampler's path then has exactly the law of the sequential Euler-Maruyama chain on the same
 grid.  A fine grid (large :math:`N`) is where autospeculation pays: the drift changes little
 over a block, so long speculations are accepted.
 
-Time grids (:mod:`numpyro_autospec.processes.time_grids`, re-exported here):
+Time grids (:mod:`numpyro_autospec.processes.time_grids`, also exported by
+:mod:`numpyro_autospec.processes`):
 :func:`~numpyro_autospec.processes.time_grids.uniform_times` and
 :func:`~numpyro_autospec.processes.time_grids.default_times`; the latter is spaced uniformly in
 :math:`\log(1 + \sigma^2 t)`, which equalizes the drift's change per step (see its docstring).
@@ -63,6 +64,8 @@ from numpyro_autospec.denoisers.validation import (
 )
 from numpyro_autospec.exceptions import InputError
 from numpyro_autospec.prefix_sums import prefix_sum
+from numpyro_autospec.processes import linear_response
+from numpyro_autospec.processes.linear_response import check_speculation_variance
 from numpyro_autospec.processes.posterior_covariance import (
     POSTERIOR,
     check_posterior_rank,
@@ -71,16 +74,12 @@ from numpyro_autospec.processes.posterior_covariance import (
     probes,
     whole_covariance,
 )
-from numpyro_autospec.processes.posterior_covariance import (
-    full_precision_matmul as _matmul,
-)
 
 __all__ = [
     "POSTERIOR",
     "DiffusionProcess",
     "DiffusionState",
     "check_posterior_rank",
-    "check_speculation_variance",
     "is_posterior",
 ]
 
@@ -122,69 +121,41 @@ class DiffusionProcess:
         the dimension :math:`d`.
     times:
         a strictly increasing grid :math:`0 = t_0 < \dots < t_N` (for example
-        :func:`default_times`); :math:`N` is the number of steps.  Only its length is static:
-        the values may be traced (checked on the host when concrete, see
-        :func:`~numpyro_autospec.denoisers.check_time_grid`).
+        :func:`~numpyro_autospec.processes.time_grids.default_times`); :math:`N` is the number of
+        steps.  Only its length is static: the values may be traced (checked on the host when
+        concrete, see :func:`~numpyro_autospec.denoisers.check_time_grid`).
     name:
         site name used in error messages.
     speculation_variance:
-        ``None`` (default): the speculation of a block freezes the drift at :math:`O_a` (the
-        paper).  A variance :math:`s^2 > 0` (may be traced): the *linear-response*
-        speculation, whose drift at step :math:`k` of the block ``[a, a+m)`` is
+        ``None`` (default): the speculation of a block ``[a, a+m)`` freezes the drift at
+        :math:`O_a` (the paper).  A variance :math:`s^2 > 0` (may be traced): the
+        *linear-response* speculation, drift :math:`O_a + c_k z_k` at step :math:`k` with
 
         .. math::
 
-            O_a + c_k z_k, \qquad c_k = \frac{s^2}{1 + s^2 t_k}, \qquad
-            z_k = y_k - y_a - (t_k - t_a) O_a .
+            c_k = \frac{s^2}{1 + s^2 t_k}, \qquad z_k = y_k - y_a - (t_k - t_a) O_a,
 
-        For :math:`Y \sim \mathcal{N}(\mu, s^2 I)` the denoiser is
-        :math:`f(t, y) = (\mu + s^2 y)/(1 + s^2 t)` and
-        :math:`f(t_k, y_k) - f(t_a, y_a) = c_k z_k` exactly, so this speculation *is* the
-        target (acceptance 1).  For any target, :math:`c_k` stands for the posterior
-        covariance :math:`\operatorname{Cov}(Y \mid y_{t_k})` (the drift's Jacobian): a
-        Gaussian mixture whose components have variance :math:`s^2` has it once a component
-        is identified, which is where the frozen drift is rejected (docs/diffusion.md, "Where
-        the tail comes from").  A point cloud has :math:`\operatorname{Cov} \to 0` instead:
-        keep ``None`` there.  ``"posterior"``: the response of the posterior covariance
-        itself, read from the denoiser at the block's start,
-
-        .. math::
-
-            O_a + C_k z_k, \qquad C_k = \Sigma_a (I + (t_k - t_a) \Sigma_a)^{-1}, \qquad
-            \Sigma_a = \nabla_y f(t_a, y_a) = \operatorname{Cov}(Y \mid y_{t_a}),
-
-        the posterior covariance of a Gaussian of covariance :math:`\Sigma_a` at
-        :math:`t_a`, observed further up to :math:`t_k` (for any Gaussian target it *is* the
-        target; for :math:`\mathcal{N}(\mu, s^2 I)`, :math:`C_k = s^2/(1 + s^2 t_k) I`, the
-        response of the given :math:`s^2`).  In the eigenbasis :math:`\Sigma_a = U
-        \operatorname{diag}(\lambda) U^\top` every direction is a scalar response
-        :math:`\lambda_i / (1 + \lambda_i (t_k - t_a))`, drawn with one cumulative sum.
-        Each query returns :math:`(f, \lambda, U)`, shape ``[d + d + d * d]``, and costs the
-        denoiser's Jacobian (``jax.jacfwd``: :math:`d` forward-mode passes) and an
-        eigendecomposition: no variance has to be known, and directions in which the
-        posterior has collapsed (a point cloud's, once its point is near) keep the frozen
-        drift.  Every choice is exact (the algorithm is exact for any speculation
-        drawn from its stated density, docs/algorithm.md section 3); it only changes the
-        acceptance.
+        the drift of :math:`Y \sim \mathcal{N}(\mu, s^2 I)`, for which it *is* the target
+        (acceptance 1); it suits a Gaussian mixture whose components have variance
+        :math:`s^2`, where the frozen drift is rejected once a component is identified
+        (docs/diffusion.md, "Where the tail comes from"); keep ``None`` for a point cloud,
+        whose posterior covariance collapses.  ``"posterior"``: the response of the posterior
+        covariance :math:`\Sigma_a = \nabla_y f(t_a, y_a)` read from the denoiser at the
+        block's start, :math:`C_k = \Sigma_a (I + (t_k - t_a) \Sigma_a)^{-1}` (the target
+        for any Gaussian); each query then returns :math:`(f, \lambda, U)`, the Jacobian's
+        eigendecomposition, shape ``[d + d + d * d]``, at the cost of :math:`d` forward-mode
+        passes.  The math: :mod:`~numpyro_autospec.processes.linear_response`.  Every choice
+        is exact (the algorithm is exact for any speculation drawn from its stated density,
+        docs/algorithm.md section 3); it only changes the acceptance.
     posterior_rank:
-        with ``"posterior"`` only: ``None`` (default) reads the whole Jacobian, as above.  An
-        integer :math:`r < d` reads a rank-:math:`r` estimate instead, for denoisers whose
-        :math:`d` makes :math:`d` forward-mode passes and :math:`d \times d` answers too
-        costly: a randomized range finder (Halko, Martinsson and Tropp, 2011) with :math:`r`
-        fixed Gaussian probes :math:`\Omega` (drawn once, from a fixed seed) gives an
-        orthonormal frame :math:`Q` of the range of :math:`\nabla_y f\, \Omega`, and the
-        eigendecomposition of the symmetrized :math:`r \times r` matrix
-        :math:`Q^\top \nabla_y f\, Q` gives :math:`\Sigma_a \approx U
-        \operatorname{diag}(\lambda) U^\top` with :math:`U = Q V` of shape :math:`d \times
-        r`; the rest of the covariance is read as isotropic, :math:`\sigma^2 (I - U U^\top)`,
-        with :math:`(d - r) \sigma^2` the Hutchinson estimate of its trace from :math:`r`
-        more fixed probes projected off :math:`U` (clipped at 0).  The speculation responds
-        as above in the span of :math:`U` and with :math:`\sigma^2` in its complement.  A
-        query costs :math:`3r` forward-mode passes and returns :math:`(f, \lambda,
-        \sigma^2, U)`, shape ``[d + r + 1 + d * r]``.  For a Gaussian whose covariance has
-        rank at most :math:`r` the estimate is exact (:math:`\sigma^2 = 0`), and so is the
-        speculation; for any target the law is unchanged.  :math:`r \ge d` reads the whole
-        Jacobian.
+        with ``"posterior"`` only: ``None`` (default) reads the whole Jacobian.  An integer
+        :math:`r < d` reads a rank-:math:`r` estimate with an isotropic rest instead
+        (:func:`~numpyro_autospec.processes.posterior_covariance.low_rank_covariance`: a
+        randomized range finder with fixed probes), for denoisers whose :math:`d` makes the
+        whole Jacobian too costly: a query costs :math:`3r` forward-mode passes and returns
+        :math:`(f, \lambda, \sigma^2, U)`, shape ``[d + r + 1 + d * r]``.  Exact for a
+        Gaussian of rank at most :math:`r`; for any target the law is unchanged.
+        :math:`r \ge d` reads the whole Jacobian.
 
     The state is :class:`DiffusionState`; :meth:`output` is the denoised point
     :math:`f(t_N, y_N)` (``final_query = True``: the samplers query it after the last step) and
@@ -259,9 +230,8 @@ class DiffusionProcess:
         if speculation_variance is not None and not self.posterior_response:
             variance = check_speculation_variance(speculation_variance, site=name)
             # c_k = s^2 / (1 + s^2 t_k) and L_k = sum_{i<k} log(1 + h_i c_i), k = 0..N
-            self._responses = variance / (1.0 + variance * self.times[:-1])
-            self._log_growths = jnp.concatenate(
-                [jnp.zeros(1), jnp.cumsum(jnp.log1p(self.step_sizes * self._responses))]
+            self._responses, self._log_growths = linear_response.given_variance_tables(
+                variance, self.times, self.step_sizes
             )
 
     # -- state ---------------------------------------------------------------------------
@@ -399,57 +369,36 @@ class DiffusionProcess:
             increments = self.step_sizes[steps][:, None] * answer[None, :] + sqrt_step_sizes * noise
             walk = x.path[a][None, :] + prefix_sum(jnp.where(in_block, increments, 0.0), axis=0)
         else:
-            basis, _, log_growths = self._response(a, answer, steps)  # L_{k+1}, from a
-            answer = answer[: self.dim]
-            rest = None
-            if basis is not None:  # coordinates in the eigenbasis: still standard normal
-                coordinates = _matmul(noise, basis)
-                if self.posterior_rank is not None:  # the rest of the noise, off the basis
-                    rest = noise - _matmul(coordinates, basis.T)
-                    log_growths, rest_growths = log_growths[:, :-1], log_growths[:, -1:]
-                noise = coordinates
-            deviation = self._response_walk(log_growths, sqrt_step_sizes * noise, in_block)
-            if basis is not None:
-                deviation = _matmul(deviation, basis.T)
-            if rest is not None:
-                deviation = deviation + self._response_walk(
-                    rest_growths, sqrt_step_sizes * rest, in_block
-                )
+            deviation = linear_response.sample_deviation(
+                self._response(a, answer, steps),
+                noise,
+                sqrt_step_sizes,
+                in_block,
+                with_rest=self.posterior_rank is not None,
+            )
             elapsed = self.times[steps + 1] - self.times[a]
-            walk = x.path[a][None, :] + elapsed[:, None] * answer[None, :] + deviation
+            walk = x.path[a][None, :] + elapsed[:, None] * answer[None, : self.dim] + deviation
         rows = jnp.where(in_block, walk, rows)
         return x._replace(path=jax.lax.dynamic_update_slice_in_dim(x.path, rows, start + 1, 0))
 
-    def _response_walk(self, log_growths: Array, scaled_noise: Array, in_block: Array) -> Array:
-        """The deviations :math:`z_{k+1} = e^{L_{k+1}} \\sum_{j=a}^{k} e^{-L_{j+1}}
-        \\sqrt{h_j}\\,\\xi_j` of a block (rows of ``scaled_noise`` :math:`= \\sqrt{h_j}\\,\\xi_j`,
-        columns of ``log_growths`` broadcast against its own): one cumulative sum."""
-        scaled = jnp.exp(-log_growths) * scaled_noise
-        return jnp.exp(log_growths) * prefix_sum(jnp.where(in_block, scaled, 0.0), axis=0)
-
-    def _response(self, a: Array, answer: Array, steps: Array) -> tuple[Array | None, Array, Array]:
-        r"""The linear response of a block starting at ``a``, direction by direction, on the
-        ``L`` steps ``steps`` (a window of :meth:`_window`): ``(basis, c, G)`` with ``c[j, i]``
-        :math:`= c_k` along basis vector ``i`` and ``G[j, i]`` :math:`= \sum_{a \le l \le k}
-        \log(1 + h_l c_l)` (meaningful for :math:`k \ge a`), :math:`k` = ``steps[j]``, shapes
-        ``[L, d]``.  A given variance: the same in every direction (``basis`` is ``None``, the
-        identity; ``[L, 1]`` columns), the constants of the constructor.  ``"posterior"``:
-        :math:`c_k = \lambda_i / (1 + \lambda_i (t_k - t_a))` from the answer's eigenvalues
-        (clipped at 0, so that a rounding error cannot make a variance negative) in the
-        answer's eigenbasis, ``[d, r]`` with ``posterior_rank`` (``c`` and ``G`` then
-        ``[L, r + 1]``, the last column the rest's)."""
+    def _response(self, a: Array, answer: Array, steps: Array) -> linear_response.Response:
+        """The linear response of a block starting at ``a`` on the window ``steps``
+        (:mod:`~numpyro_autospec.processes.linear_response`): the constructor's tables for a
+        given variance, the answer's eigendecomposition for ``"posterior"``."""
         if not self.posterior_response:
-            log_growths = self._log_growths[steps + 1] - self._log_growths[a]
-            return None, self._responses[steps][:, None], log_growths[:, None]
-        d, r = self.dim, self._posterior_columns
-        v = r + (self.posterior_rank is not None)  # variances: one more with a rank, the rest's
-        variances = jnp.maximum(answer[d : d + v], 0.0)[None, :]
-        basis = answer[d + v :].reshape(d, r)
-        elapsed = (self.times[steps] - self.times[a])[:, None]
-        responses = variances / (1.0 + variances * elapsed)
-        after = (steps >= a)[:, None]
-        growths = jnp.where(after, jnp.log1p(self.step_sizes[steps][:, None] * responses), 0.0)
-        return basis, responses, prefix_sum(growths, axis=0)
+            return linear_response.given_variance_response(
+                self._responses, self._log_growths, a, steps
+            )
+        return linear_response.posterior_response(
+            answer,
+            self.dim,
+            self._posterior_columns,
+            self.posterior_rank is not None,
+            self.times,
+            self.step_sizes,
+            a,
+            steps,
+        )
 
     def spec_logp(
         self,
@@ -470,18 +419,14 @@ class DiffusionProcess:
         path = jax.lax.dynamic_slice_in_dim(x.path, start, steps.shape[0] + 1)
         drift = answer[None, : self.dim]
         if self.speculation_variance is not None:
-            basis, responses, _ = self._response(a, answer, steps)
             elapsed = self.times[steps] - self.times[a]
             deviation = path[:-1] - x.path[a][None, :] - elapsed[:, None] * drift
-            if basis is None:
-                drift = drift + responses * deviation
-            elif self.posterior_rank is None:  # C_k z_k = U diag(c_k) U^T z_k
-                drift = drift + _matmul(_matmul(deviation, basis) * responses, basis.T)
-            else:  # ... + c_k^rest (z_k - U U^T z_k)
-                coordinates = _matmul(deviation, basis)
-                rest = deviation - _matmul(coordinates, basis.T)
-                along = _matmul(coordinates * responses[:, :-1], basis.T)
-                drift = drift + along + responses[:, -1:] * rest
+            drift = linear_response.response_drift(
+                drift,
+                self._response(a, answer, steps),
+                deviation,
+                with_rest=self.posterior_rank is not None,
+            )
         log_densities = self._increment_log_density(
             path[1:] - path[:-1],
             drift,
@@ -525,27 +470,3 @@ class DiffusionProcess:
             f"DiffusionProcess(name={self.name!r}, dim={self.dim}, num_steps={self.num_steps}, "
             f"t_max={t_max})"
         )
-
-
-def check_speculation_variance(variance, site: str | None = None) -> Array:
-    """The linear-response speculation's variance as a float32 array; a concrete value that is
-    not a positive finite scalar is refused with a
-    :class:`~numpyro_autospec.denoisers.DenoiserError` (naming ``site`` when given).  A traced
-    value passes: only its shape is checked.  (The string ``"posterior"`` is not a variance:
-    :func:`is_posterior` recognizes it first.)"""
-    prefix = "" if site is None else f"site {site!r}: "
-    if isinstance(variance, str):
-        raise DenoiserError(
-            f"{prefix}speculation_variance must be a positive finite scalar or "
-            f"{POSTERIOR!r}, got {variance!r}"
-        )
-    shape = variance.shape if isinstance(variance, jax.core.Tracer) else np.shape(variance)
-    if shape != ():
-        raise DenoiserError(f"{prefix}speculation_variance must be a scalar, got shape {shape}")
-    if not isinstance(variance, jax.core.Tracer):
-        value = np.asarray(variance, dtype=np.float64)
-        if not (np.isfinite(value) and value > 0):
-            raise DenoiserError(
-                f"{prefix}speculation_variance must be a positive finite scalar, got {variance!r}"
-            )
-    return jnp.asarray(variance, dtype=jnp.float32)

@@ -58,7 +58,7 @@ posterior covariance, read from the denoiser's Jacobian at each block's start
 def is_posterior(variance) -> bool:
     """Whether ``variance`` asks for the posterior covariance's response (the string
     :data:`POSTERIOR`; any other string is refused by
-    :func:`~numpyro_autospec.processes.diffusion.check_speculation_variance`).
+    :func:`~numpyro_autospec.processes.linear_response.check_speculation_variance`).
 
     >>> is_posterior("posterior"), is_posterior(0.01), is_posterior(None)
     (True, False, False)

@@ -42,7 +42,7 @@ from numpyro_autospec.denoisers import (
     digits_point_cloud,
 )
 from numpyro_autospec.exceptions import InputError
-from numpyro_autospec.processes import DiffusionProcess, DiffusionState, Process
+from numpyro_autospec.processes import DiffusionProcess, DiffusionState, Process, linear_response
 from numpyro_autospec.processes.time_grids import DEFAULT_T_MAX, default_times, uniform_times
 from tests.gof import assert_two_sample, power_draws, two_sample_chisquare
 
@@ -509,19 +509,21 @@ def test_posterior_speculation_draws_from_its_stated_density(rank):
     assert covariance_error < 0.1
 
 
-def test_stated_density_check_catches_a_sampler_that_leaves_noise_out():
+def test_stated_density_check_catches_a_sampler_that_leaves_noise_out(monkeypatch):
     """The same check fails for a sampler whose draws do not follow the density: the rank-1
     speculation's density, with draws whose noise off the estimate's basis is left out (the
-    mistake the rest's walk avoids)."""
+    mistake the rest's walk avoids; the walk along the basis has one column, the rest's
+    two)."""
+    response_walk = linear_response.response_walk
 
-    class RestLeftOut(DiffusionProcess):
-        def _response_walk(self, log_growths, scaled_noise, in_block):
-            walk = super()._response_walk(log_growths, scaled_noise, in_block)
-            return walk if scaled_noise.shape[1] == self.posterior_rank else 0.0 * walk
+    def rest_left_out(log_growths, scaled_noise, in_block):
+        walk = response_walk(log_growths, scaled_noise, in_block)
+        return walk if scaled_noise.shape[1] == 1 else 0.0 * walk
 
     options = dict(speculation_variance="posterior", posterior_rank=1)
-    wrong = RestLeftOut(CLOUD, 2, CLOUD_TIMES, **options)
+    wrong = DiffusionProcess(CLOUD, 2, CLOUD_TIMES, **options)
     right = DiffusionProcess(CLOUD, 2, CLOUD_TIMES, **options)
+    monkeypatch.setattr(linear_response, "response_walk", rest_left_out)
     _, covariance_error = speculated_block_errors(wrong, right)
     assert covariance_error > 0.3
 
