@@ -20,7 +20,8 @@ The two ``cache`` columns repeat a one-draw run without the bar, and its restart
 process whose JAX persistent compilation cache (``jax_compilation_cache_dir``) an identical
 earlier process filled: the kernel's program has no host callback, so JAX keeps it.
 ``--split-batch-bytes -1`` splits every query batch down to the smallest bucket size (the plan
-before ``SPLIT_BATCH_BYTES``), for comparison.
+before ``SPLIT_BATCH_BYTES``), for comparison; ``--max-buckets 1`` runs every model with
+``Capacity(max_buckets=1)``, one compiled size per oracle call site (the quickest compilation).
 
 XLA compiles a program's kernels on every core the process may run on, so the seconds depend
 on the cores as much as on the program: ``--cores 1 2`` repeats each case with its
@@ -28,6 +29,7 @@ subprocesses pinned (``os.sched_setaffinity``) to the first 1, then 2, of this p
 
     .venv/bin/python benchmarks/compile_time.py                       # table, CSV and plot
     .venv/bin/python benchmarks/compile_time.py --split-batch-bytes -1 --label split-all
+    .venv/bin/python benchmarks/compile_time.py --max-buckets 1 --label one-size
     .venv/bin/python benchmarks/compile_time.py --cases cw-32 cw-1024 --cores 1 2 --label cores
 
 Seconds are machine- and load-dependent: compare the ratios of one run (docs/benchmarks.md).
@@ -136,7 +138,9 @@ def new_arguments_seconds(case: str, compilations) -> tuple[float, float]:
     else:
         n = int(case.split("-")[1])
         first, second = (np.asarray(default_times(n, end), np.float32) for end in (200.0, 100.0))
-    mcmc = MCMC(AutospecKernel(model), num_warmup=0, num_samples=1, jit_model_args=True)
+    mcmc = MCMC(
+        AutospecKernel(model, capacity=capacity()), num_warmup=0, num_samples=1, jit_model_args=True
+    )
     with contextlib.redirect_stderr(io.StringIO()):
         mcmc.run(jax.random.PRNGKey(0), first)
         jax.block_until_ready(mcmc.get_samples())
@@ -147,14 +151,25 @@ def new_arguments_seconds(case: str, compilations) -> tuple[float, float]:
     return time.perf_counter() - start, compilations.take()
 
 
+#: ``Capacity(max_buckets=...)`` of every kernel and engine run (``--max-buckets``)
+MAX_BUCKETS: list[int | None] = [None]
+
+
+def capacity():
+    """The capacity every measured run uses: the default, with ``--max-buckets``."""
+    from numpyro_autospec.engine.plan import Capacity
+
+    return Capacity(max_buckets=MAX_BUCKETS[0])
+
+
 def bucket_summary(process, draws: int) -> str:
     import jax
 
     from numpyro_autospec.config import SamplerConfig
-    from numpyro_autospec.engine.plan import Capacity, plan
+    from numpyro_autospec.engine.plan import plan
 
     key = jax.random.key_data(jax.random.PRNGKey(0))
-    sizes = plan(process, SamplerConfig(), Capacity(), draws, key)
+    sizes = plan(process, SamplerConfig(), capacity(), draws, key)
     shapes = (sizes.lane_buckets, sizes.query_buckets, sizes.block_buckets, sizes.window_buckets)
     return " ".join(str(len(shape)) for shape in shapes)
 
@@ -180,7 +195,12 @@ def measure_mcmc(case: str) -> dict:
         jax.block_until_ready(mcmc.get_samples())
 
     def fresh(progress_bar=True):
-        mcmc = MCMC(AutospecKernel(model), num_warmup=0, num_samples=1, progress_bar=progress_bar)
+        mcmc = MCMC(
+            AutospecKernel(model, capacity=capacity()),
+            num_warmup=0,
+            num_samples=1,
+            progress_bar=progress_bar,
+        )
         mcmc.run(jax.random.PRNGKey(0))
         jax.block_until_ready(mcmc.get_samples())
         return mcmc
@@ -219,7 +239,9 @@ def measure_cached(case: str, cache_dir: str) -> dict:
     jax.config.update("jax_compilation_cache_dir", cache_dir)
     model, _ = make_model(case)
     start = time.perf_counter()
-    mcmc = MCMC(AutospecKernel(model), num_warmup=0, num_samples=1, progress_bar=False)
+    mcmc = MCMC(
+        AutospecKernel(model, capacity=capacity()), num_warmup=0, num_samples=1, progress_bar=False
+    )
     mcmc.run(jax.random.PRNGKey(0))
     jax.block_until_ready(mcmc.get_samples())
     first = time.perf_counter() - start
@@ -240,7 +262,7 @@ def measure_engine(case: str) -> dict:
 
     process = AnyOrderProcess(CurieWeissOracle(64, beta=1.0), 64, 2)
     keys = jax.random.split(jax.random.PRNGKey(0), 100)
-    function = jax.jit(lambda keys: run(process, keys, SamplerConfig()))
+    function = jax.jit(lambda keys: run(process, keys, SamplerConfig(), capacity()))
     start = time.perf_counter()
     traced = function.trace(keys)
     lowered = traced.lower()
@@ -264,7 +286,8 @@ def measure_engine(case: str) -> dict:
     }
 
 
-def measure(case: str, split_batch_bytes: int | None) -> dict:
+def measure(case: str, split_batch_bytes: int | None, max_buckets: int | None = None) -> dict:
+    MAX_BUCKETS[0] = max_buckets
     if split_batch_bytes is not None:
         import importlib
 
@@ -316,10 +339,11 @@ def last_json_line(command: list[str], cores: list[int]) -> dict:
 
 def main(args: argparse.Namespace) -> None:
     if args.measure_cached:
+        MAX_BUCKETS[0] = args.max_buckets
         print(json.dumps(measure_cached(args.measure_cached, args.cache_dir)))
         return
     if args.measure:
-        print(json.dumps(measure(args.measure, args.split_batch_bytes)))
+        print(json.dumps(measure(args.measure, args.split_batch_bytes, args.max_buckets)))
         return
     available = sorted(os.sched_getaffinity(0))
     counts = args.cores or [len(available)]
@@ -332,11 +356,15 @@ def main(args: argparse.Namespace) -> None:
             command = [sys.executable, os.path.abspath(__file__), "--measure", case]
             if args.split_batch_bytes is not None:
                 command += ["--split-batch-bytes", str(args.split_batch_bytes)]
+            if args.max_buckets is not None:
+                command += ["--max-buckets", str(args.max_buckets)]
             rows.append({**last_json_line(command, cores), "cores": str(count)})
             if not case.startswith("engine"):
                 with tempfile.TemporaryDirectory() as cache_dir:
                     cached = [sys.executable, os.path.abspath(__file__), "--measure-cached", case]
                     cached += ["--cache-dir", cache_dir]
+                    if args.max_buckets is not None:
+                        cached += ["--max-buckets", str(args.max_buckets)]
                     last_json_line(cached, cores)  # fills the cache
                     rows[-1].update(last_json_line(cached, cores))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
@@ -358,6 +386,12 @@ if __name__ == "__main__":
         type=int,
         default=None,
         help="override engine.plan.SPLIT_BATCH_BYTES (-1: split every batch; None: as shipped)",
+    )
+    parser.add_argument(
+        "--max-buckets",
+        type=int,
+        default=None,
+        help="Capacity(max_buckets=...) of every run (1: one compiled size per call site)",
     )
     parser.add_argument(
         "--cores",

@@ -68,6 +68,12 @@ CASES = [
         "capacity.max_queries",
     ),
     (
+        "no compiled batch size",
+        lambda: plan(PROCESS, SamplerConfig(), Capacity(max_buckets=0), 1, jax.random.PRNGKey(0)),
+        ConfigError,
+        "capacity.max_buckets must be a positive integer, got 0",
+    ),
+    (
         "a mesh that is not one",
         lambda: plan(PROCESS, SamplerConfig(), Capacity(mesh="gpu"), 1, jax.random.PRNGKey(0)),
         ShardingError,

@@ -17,11 +17,19 @@ from jax.sharding import Mesh
 
 from numpyro_autospec.config import RootPolicy, SamplerConfig
 from numpyro_autospec.engine.sharding import check_mesh
-from numpyro_autospec.exceptions import ConfigError
+from numpyro_autospec.exceptions import ConfigError, positive_integer
 from numpyro_autospec.processes.base import has_discrete_steps
 from numpyro_autospec.rejection import batch_size
 
-__all__ = ["RECURSION_ROOT_SLOTS", "SPLIT_BATCH_BYTES", "Capacity", "Plan", "plan", "buckets"]
+__all__ = [
+    "RECURSION_ROOT_SLOTS",
+    "SPLIT_BATCH_BYTES",
+    "Capacity",
+    "Plan",
+    "at_most",
+    "buckets",
+    "plan",
+]
 
 
 #: smallest default pool when the root is made of recursion blocks.  Measured on stochastic
@@ -60,6 +68,15 @@ class Capacity(NamedTuple):
         a :class:`jax.sharding.Mesh` over which every round's oracle batch is split (its batch
         axis over all the mesh's axes, :mod:`numpyro_autospec.engine.sharding`); ``None`` (the
         default): no sharding constraint.  The draws, rounds and queries are the same.
+    max_buckets:
+        batch sizes (and row counts) compiled per oracle call site, at most.  Every size is
+        one more compiled copy of the oracle call and its scatters: ``None`` (the default)
+        keeps the sizes :func:`buckets` gives, which save work on rounds of small demand;
+        ``1`` compiles every call site once, at its largest size (the quickest compilation,
+        every round at full size: Curie-Weiss ``n = 1024`` reaches its first draw in 8.7 s
+        instead of 12.0 s on a 2-core CPU, docs/benchmarks.md, "Fewer compiled sizes");
+        ``k`` keeps ``k`` of them, the largest and the smallest among them
+        (:func:`at_most`).  The draws are the same.
 
     Example: a starved pool takes more rounds, never other draws.
 
@@ -80,6 +97,7 @@ class Capacity(NamedTuple):
     max_transitions: int | None = None
     memory_budget: int = 1 << 30
     mesh: Mesh | None = None
+    max_buckets: int | None = None
 
 
 class Plan(NamedTuple):
@@ -137,6 +155,24 @@ def buckets(
             break
         size = max(smallest, size // factor)
     return tuple(sorted(set(sizes)))
+
+
+def at_most(sizes: tuple[int, ...], limit: int | None) -> tuple[int, ...]:
+    """At most ``limit`` of the ascending ``sizes``, evenly spaced among them, the largest
+    always kept (it holds a round's whole demand) and the smallest whenever ``limit >= 2``;
+    ``None``: all of them (:attr:`Capacity.max_buckets`).
+
+    >>> at_most((31, 63, 127, 255, 511, 1023), 1), at_most((31, 63, 127, 255, 511, 1023), 3)
+    ((1023,), (31, 255, 1023))
+    >>> at_most((4, 16), 3), at_most((4, 16), None)
+    ((4, 16), (4, 16))
+    """
+    if limit is None or len(sizes) <= limit:
+        return sizes
+    if limit == 1:
+        return sizes[-1:]
+    picks = np.round(np.linspace(0, len(sizes) - 1, limit)).astype(int)
+    return tuple(sizes[i] for i in sorted(set(picks.tolist())))
 
 
 def window_rows(policy: RootPolicy, row_bytes: int) -> tuple[int, ...]:
@@ -259,6 +295,9 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
     """
     config = config.validate()
     mesh = check_mesh(capacity.mesh)
+    limit = capacity.max_buckets
+    if limit is not None:
+        limit = positive_integer(limit, "capacity.max_buckets", ConfigError)
     num_steps = int(process.num_steps)
     discrete = has_discrete_steps(process)
     policy = config.root_policy(num_steps, discrete, process.num_categories if discrete else 0)
@@ -321,6 +360,7 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         query_buckets = buckets(max_queries)
     else:
         query_buckets = buckets(max_queries, item_bytes=nbytes(row_shape) + nbytes(x_shape))
+    query_buckets = at_most(query_buckets, limit)
     if capacity.max_transitions is None:
         # every micro-step gathers max_transitions slots in each of its phases, whether they
         # move or not, and runs each transition on all of them, so max_transitions *
@@ -365,19 +405,22 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         num_draws=num_draws,
         num_slots=num_slots,
         query_buckets=query_buckets,
-        lane_buckets=buckets(num_slots, 4, nbytes(answer_shape) + nbytes(x_shape)),
-        block_buckets=buckets(num_slots, 4, score_bytes(policy.score_rows(False))),
-        window_buckets=buckets(window_lanes, 4, score_bytes(policy.score_rows(True))),
-        window_rows=window_rows(policy, nbytes(row_shape) + nbytes(x_shape)),
-        block_rows=block_rows(policy, nbytes(row_shape) + nbytes(x_shape)),
+        lane_buckets=at_most(buckets(num_slots, 4, nbytes(answer_shape) + nbytes(x_shape)), limit),
+        block_buckets=at_most(buckets(num_slots, 4, score_bytes(policy.score_rows(False))), limit),
+        window_buckets=at_most(
+            buckets(window_lanes, 4, score_bytes(policy.score_rows(True))), limit
+        ),
+        window_rows=at_most(window_rows(policy, nbytes(row_shape) + nbytes(x_shape)), limit),
+        block_rows=at_most(block_rows(policy, nbytes(row_shape) + nbytes(x_shape)), limit),
         answer_rows=answer_rows,
         block_answer_rows=block_answer_rows,
         block_speculation=block_speculation(policy, nbytes(answer_shape), max_transitions),
         block_scoring=block_scoring,
         speculation_lengths=speculation_lengths(process, recursion_block),
         max_transitions=max_transitions,
-        enumeration_buckets=buckets(
-            min(num_slots, max_transitions), 1, 2 * nbytes(x_shape) + nbytes(answer_shape)
+        enumeration_buckets=at_most(
+            buckets(min(num_slots, max_transitions), 1, 2 * nbytes(x_shape) + nbytes(answer_shape)),
+            limit,
         ),
         depth=depth,
         batch_sizes=batch_sizes,

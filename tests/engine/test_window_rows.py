@@ -150,6 +150,26 @@ def test_recursion_blocks_speculating_from_leading_rows_keep_the_reference_draws
     np.testing.assert_array_equal(np.asarray(samples.rounds), rounds)
 
 
+def test_one_compiled_size_per_call_site_keeps_the_reference_draws(reference_draws):
+    """``Capacity(max_buckets=1)`` compiles every oracle call site once, at its largest size
+    (the quickest compilation): every round runs at full size, and the draws, rounds and
+    queries are the reference's (the checks below show that these comparisons can fail)."""
+    oracle, config, n = case_oracle("window_rows")
+    process = AnyOrderProcess(oracle, n, 2)
+    capacity = Capacity(max_buckets=1)
+    default = plan(process, config, Capacity(), DRAWS, KEY)
+    sizes = plan(process, config, capacity, DRAWS, KEY)
+    assert len(default.window_rows) > 1 and sizes.window_rows == default.window_rows[-1:]
+    for field in ["query_buckets", "lane_buckets", "block_buckets", "window_buckets"]:
+        assert getattr(sizes, field) == getattr(default, field)[-1:], field
+    keys = jax.random.split(REFERENCE_KEY, DRAWS)
+    samples = jax.jit(lambda keys: run(process, keys, config, capacity))(keys)
+    values, rounds, queries = reference_draws("window_rows")
+    np.testing.assert_array_equal(np.asarray(samples.value), values)
+    np.testing.assert_array_equal(np.asarray(samples.rounds), rounds)
+    assert np.all(np.asarray(samples.queries) <= queries)
+
+
 def first_row_only(context, answer):
     """A wrong ``block_answer``: every row replaced by the first (the rows past it unused)."""
     return jax.tree.map(lambda leaf: jnp.broadcast_to(leaf[:1], leaf.shape), answer)
