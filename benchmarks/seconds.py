@@ -17,7 +17,9 @@ row where the oracle scores blocks).
     .venv/bin/python benchmarks/seconds.py --cases cw-4096 --configs autospec: autospec:leaf=2
 
 ``--configs`` times several engine configurations (``benchmarks/rounds.py``'s notation) against
-one sequential measurement per case, in the same process: one row per case and configuration.
+one sequential measurement per case, in the same process: one row per case and configuration;
+the knob ``buckets=k`` runs the engine with ``Capacity(max_buckets=k)`` (``autospec:buckets=1``:
+one compiled size per oracle call site).
 
 ``--memory`` measures instead the memory of *one* autospeculation draw (``engine.run`` on one
 key, default config), each case in a fresh process that does nothing else: peak RSS after
@@ -167,11 +169,11 @@ def measure_sampler(sampler, draws: int, repeats: int, name: str) -> dict:
 def measure(case: str, draws: int, repeats: int, configs: list[str]) -> list[dict]:
     """One case, in this process: the sequential sampler once, then ``engine.run`` under each
     of ``configs``; one row per configuration, each with the same sequential columns."""
-    from numpyro_autospec.engine import run
+    from numpyro_autospec.engine import Capacity, run
     from numpyro_autospec.sequential import sequential_run
 
     sys.path.insert(0, HERE)
-    from rounds import sampler_config
+    from rounds import parse_config, sampler_config
 
     process = make_process(case)
     # a chain never speculates: with the posterior covariance's speculation it would still
@@ -184,10 +186,16 @@ def measure(case: str, draws: int, repeats: int, configs: list[str]) -> list[dic
     rows = []
     for config in configs:
         engine_config = sampler_config(config, process.num_steps)
+        # the knob ``buckets=k``: Capacity(max_buckets=k), k compiled sizes per call site
+        buckets = parse_config(config)[1].get("buckets")
+        capacity = Capacity(max_buckets=None if buckets is None else int(buckets))
         row = {"case": case, "config": config, "draws": draws, "repeats": repeats}
         row |= sequential
         row |= measure_sampler(
-            lambda keys, c=engine_config: run(process, keys, c), draws, repeats, "autospec"
+            lambda keys, c=engine_config, b=capacity: run(process, keys, c, b),
+            draws,
+            repeats,
+            "autospec",
         )
         row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         row["speedup_one"] = row["sequential_s_per_draw"] / row["autospec_s_per_draw"]
@@ -341,8 +349,8 @@ if __name__ == "__main__":
         nargs="+",
         default=["autospec:"],
         help="engine configs in benchmarks/rounds.py's notation ('autospec:' is the default, "
-        "'autospec:window_growth=2,leaf=2' changes two knobs), each timed against the same "
-        "sequential run",
+        "'autospec:window_growth=2,leaf=2' changes two knobs, 'autospec:buckets=1' compiles "
+        "one size per call site), each timed against the same sequential run",
     )
     parser.add_argument("--draws", type=int, default=8, help="draws per call (many-draw rate)")
     parser.add_argument(

@@ -72,9 +72,11 @@ class Capacity(NamedTuple):
         batch sizes (and row counts) compiled per oracle call site, at most.  Every size is
         one more compiled copy of the oracle call and its scatters: ``None`` (the default)
         keeps the sizes :func:`buckets` gives, which save work on rounds of small demand;
-        ``1`` compiles every call site once, at its largest size (the quickest compilation,
-        every round at full size: Curie-Weiss ``n = 1024`` reaches its first draw in 8.7 s
-        instead of 12.0 s on a 2-core CPU, docs/benchmarks.md, "Fewer compiled sizes");
+        ``1`` compiles every call site once, at its largest size, and runs every round at
+        that size: the quickest compilation where the sizes are many and a full-size call is
+        cheap (Curie-Weiss ``n = 1024``, one draw: 9.0 s to the first draw instead of 11.7 s
+        on a 2-core CPU), a slow draw where it is not (a diffusion's 512-slot pool: every
+        round queries the denoiser 512 times; docs/benchmarks.md, "Fewer compiled sizes");
         ``k`` keeps ``k`` of them, the largest and the smallest among them
         (:func:`at_most`).  The draws are the same.
 
@@ -163,7 +165,7 @@ def at_most(sizes: tuple[int, ...], limit: int | None) -> tuple[int, ...]:
     ``None``: all of them (:attr:`Capacity.max_buckets`).
 
     >>> at_most((31, 63, 127, 255, 511, 1023), 1), at_most((31, 63, 127, 255, 511, 1023), 3)
-    ((1023,), (31, 255, 1023))
+    ((1023,), (31, 127, 1023))
     >>> at_most((4, 16), 3), at_most((4, 16), None)
     ((4, 16), (4, 16))
     """
