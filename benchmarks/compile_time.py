@@ -291,9 +291,8 @@ def measure(case: str, split_batch_bytes: int | None, max_buckets: int | None = 
     if split_batch_bytes is not None:
         import importlib
 
-        # the module (``numpyro_autospec.engine.plan`` as an attribute is the function)
-        plan_module = importlib.import_module("numpyro_autospec.engine.plan")
-        plan_module.SPLIT_BATCH_BYTES = split_batch_bytes
+        buckets_module = importlib.import_module("numpyro_autospec.engine.buckets")
+        buckets_module.SPLIT_BATCH_BYTES = split_batch_bytes
     return measure_engine(case) if case.startswith("engine") else measure_mcmc(case)
 
 
@@ -385,7 +384,7 @@ if __name__ == "__main__":
         "--split-batch-bytes",
         type=int,
         default=None,
-        help="override engine.plan.SPLIT_BATCH_BYTES (-1: split every batch; None: as shipped)",
+        help="override engine.buckets.SPLIT_BATCH_BYTES (-1: split every batch; None: as shipped)",
     )
     parser.add_argument(
         "--max-buckets",

@@ -51,7 +51,7 @@ STARVED = Capacity(num_slots=3, max_queries=1, max_transitions=1)
 CHUNK = 500
 #: keys per call for the larger models (Curie-Weiss n = 32, Ising n = 48): up to a few hundred
 #: draws a pool compiles one batch size per query shape, at 500 or more two or three
-#: (``engine.plan.buckets``), each a copy of the oracle and its scatters: 100 keys a call
+#: (``engine.buckets.buckets``), each a copy of the oracle and its scatters: 100 keys a call
 #: compile in about two thirds of the CPU time of 3000-4000 (Curie-Weiss n = 32: 27 s
 #: against 41 s; Ising n = 48: 37 s against 59 s) and draw as fast
 LARGE_MODEL_CHUNK = 100

@@ -1,5 +1,5 @@
 """Root windows and recursion blocks are scored in the smallest row count that holds the round's
-longest block of their kind (``engine.plan.window_rows``, ``engine.plan.block_rows``,
+longest block of their kind (``engine.buckets.window_rows``, ``engine.buckets.block_rows``,
 ``engine.rounds.query_round``), and recursion blocks speculate from the leading rows of their
 answers (``engine.state.block_answer``): the draws and rounds stay those of the reference
 sampler, which scores every window with ``max_window - 1`` rows, every recursion block with
@@ -16,6 +16,7 @@ import pytest
 from numpyro_autospec import reference
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import run
+from numpyro_autospec.engine.buckets import buckets
 from numpyro_autospec.engine.plan import Capacity, plan
 from numpyro_autospec.oracles import CurieWeissOracle, IsingChainOracle
 from numpyro_autospec.processes import AnyOrderProcess
@@ -57,7 +58,7 @@ def test_row_counts_halve_down_to_the_smallest_window_for_large_states():
 def halving_to_one(policy, row_bytes):
     """Recursion-block row counts halved down to 1 whatever the bytes (at ``N = 256`` the
     shipped rule keeps one count)."""
-    return plan_module.buckets(policy.score_rows(False), 1, 0, factor=2)
+    return buckets(policy.score_rows(False), 1, 0, factor=2)
 
 
 #: the blocks whose row counts each check exercises: root windows (the default root, N = 256) or

@@ -1,4 +1,4 @@
-"""Batch bucket sizes chosen by cost (``engine.plan.buckets``, ``SPLIT_BATCH_BYTES``): a batch
+"""Batch bucket sizes chosen by cost (``engine.buckets.buckets``, ``SPLIT_BATCH_BYTES``): a batch
 that moves little is compiled in one size; large batches keep their smaller sizes; processes
 with batched forms keep every single-step size.  Buckets never change draws
 (``tests/engine/test_scheduler.py::test_capacities_do_not_change_draws``)."""
@@ -6,7 +6,8 @@ with batched forms keep every single-step size.  Buckets never change draws
 import jax
 
 from numpyro_autospec.config import SamplerConfig
-from numpyro_autospec.engine.plan import SPLIT_BATCH_BYTES, Capacity, buckets, plan
+from numpyro_autospec.engine.buckets import SPLIT_BATCH_BYTES, buckets
+from numpyro_autospec.engine.plan import Capacity, plan
 from numpyro_autospec.oracles import CurieWeissOracle
 from numpyro_autospec.processes import AnyOrderProcess
 
