@@ -27,7 +27,7 @@ The script
 
 Run::
 
-    python examples/diffusion_digits.py                        # about 70 s on 2 CPU cores
+    python examples/diffusion_digits.py                        # about 30 s on 2 CPU cores
     python examples/diffusion_digits.py --sizes 64 256 1024 --num-samples 8
     python examples/diffusion_digits.py --posterior-rank 16      # the posterior's response
 """

@@ -16,7 +16,7 @@ wall.  Two exact laws are shown against the draws:
 
 Run::
 
-    python examples/infilling.py                    # about 25 s on 2 CPU cores
+    python examples/infilling.py                    # about 15 s on 2 CPU cores
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ The script
 
 Run::
 
-    python examples/learned_digits.py                  # about 40 s on 2 CPU cores
+    python examples/learned_digits.py                  # about 20 s on 2 CPU cores
     python examples/learned_digits.py --num-steps 8000 --hidden-size 512 --num-samples 32
 """
 
