@@ -176,7 +176,7 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
     Example
     -------
     >>> import jax
-    >>> from numpyro_autospec.config import RootPolicy, SamplerConfig
+    >>> from numpyro_autospec.config import SamplerConfig
     >>> from numpyro_autospec.oracles import CurieWeissOracle
     >>> from numpyro_autospec.processes import AnyOrderProcess
     >>> process = AnyOrderProcess(CurieWeissOracle(64, beta=1.0), 64, 2)

@@ -83,10 +83,10 @@ def local_step(context: Context, slot: Pool) -> Pool:
     speculation or a query for ``O_a``."""
     plan = context.plan
 
-    # (b) a finished block: move the driver to the next block or finish the range
+    # (a) a finished block: move the driver to the next block or finish the range
     slot = select(slot.status == Status.BLOCK_DONE, next_block(plan, slot), slot)
 
-    # (c) a new block: leaf, speculate (answer known) or ask for O_a
+    # (b) a new block: leaf, speculate (answer known) or ask for O_a
     length = slot.block_end - slot.block_start
     is_leaf = (length <= plan.policy.leaf_size) & ~slot.verifying
     new_status = jnp.where(
