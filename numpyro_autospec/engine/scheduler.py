@@ -214,14 +214,25 @@ def report_failure(process, defect: Array, incomplete: Array) -> None:
     Inside an :func:`numpyro_autospec.errors.collecting` block (the NumPyro kernel's step) the
     program goes on: the defect record is collected as data, with the process's reporter, to
     be raised where the state reaches the host (no host callback).  Otherwise the program
-    aborts in a callback; the exception is deposited first, so that
+    aborts in a callback, behind a conditional on the failure (a run that succeeds makes no
+    round trip to the host: 0.2-0.3 ms a call on the CPU, most of a one-draw call at small
+    ``n``); the exception is deposited first, so that
     :func:`numpyro_autospec.errors.project_errors` can raise it again outside the user's
     ``jit`` (called eagerly, the exception itself propagates).
     """
     if errors.is_collecting():
         errors.collect(defect, incomplete, functools.partial(failure_error, process))
     else:
-        jax.debug.callback(functools.partial(raise_if_failed, process), defect, incomplete)
+        # the host is called only when the run failed: a successful draw pays no round trip
+        # (under ``vmap`` the conditional becomes a select and the callback sees every pool)
+        failed = jnp.any(defect[..., 0] != 0) | jnp.any(incomplete)
+        jax.lax.cond(
+            failed,
+            lambda: jax.debug.callback(
+                functools.partial(raise_if_failed, process), defect, incomplete
+            ),
+            lambda: None,
+        )
 
 
 def raise_if_failed(process, defect, incomplete) -> None:

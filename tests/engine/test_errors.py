@@ -7,6 +7,7 @@ times), so only the checks inside the compiled program can see them.
 """
 
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -66,6 +67,30 @@ def test_under_your_own_jit_project_errors_raises_oracle_error():
         with errors.project_errors():
             jax.block_until_ready(program(KEYS))
     assert isinstance(caught.value.__cause__, jax.errors.JaxRuntimeError)
+
+
+def test_under_vmap_over_pools_the_failing_pool_raises():
+    """Two pools in one program, the defect in one of them: the host hears of it (the
+    conditional around the report becomes a select under ``vmap``)."""
+    program = jax.jit(jax.vmap(lambda keys: run(PROCESS, keys)))
+    with pytest.raises(OracleError, match=MESSAGE), errors.project_errors():
+        jax.block_until_ready(program(KEYS.reshape(2, 32, 2)))
+
+
+def test_a_successful_run_calls_the_host_only_behind_its_failure():
+    """The failure report's callback sits inside a conditional on the run's failure, so a
+    draw that succeeds pays no round trip to the host."""
+    process = AnyOrderProcess(CURIE_WEISS, N, 2, name="spins")
+    jaxpr = jax.make_jaxpr(lambda keys: run(process, keys))(KEYS[:2]).jaxpr
+
+    def callbacks(jaxpr, inside_cond):
+        for equation in jaxpr.eqns:
+            if equation.primitive.name == "debug_callback":
+                yield inside_cond
+            for sub in jax.extend.core.jaxprs_in_params(equation.params):
+                yield from callbacks(sub, inside_cond or equation.primitive.name == "cond")
+
+    assert list(callbacks(jaxpr, False)) == [True]
 
 
 def test_sequential_run_validates_answers():
