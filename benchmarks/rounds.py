@@ -2,8 +2,11 @@
 
 For every target and size ``n`` this script draws exact samples with each method and reports,
 per cell: mean and 90th-percentile **rounds** (batched oracle calls: parallel time), mean
-**queries** (oracle evaluations: work), queries / (n log2 n), wall time per draw and compile
-time; then the log-log slope of mean rounds over n = 1024..16384 and a log-log plot.
+**queries** (oracle evaluations), mean **conditionals** (rows the oracle computed: the work,
+whatever the oracle's form) and their ratio to n log2 n, wall time per draw and compile time;
+then the log-log slope of mean rounds over n = 1024..16384 and a log-log plot.  The targets of
+one oracle family (Curie-Weiss at three temperatures, the Ising chain at two couplings) draw
+with one compiled program per size and configuration (:func:`compiled_engine`).
 
 Methods: ``sequential`` (n rounds and n queries exactly; not run), ``assd`` (token verification)
 and ``block`` (block verification) with the windows of ``--windows`` (the table keeps the
@@ -20,9 +23,10 @@ also gives wall and compile times.  (A NumPy re-implementation, ``prototypes.py`
 ``--overhead`` measures the engine's per-round scheduler overhead instead, on the first of
 ``--targets``, by oracle doubling (see :func:`measure_overhead`).
 
-Examples::
+Examples (the sweep of docs/benchmarks.md, "Rounds against n", runs one size at a time with
+its own windows; cells already in the CSV are skipped)::
 
-    python benchmarks/rounds.py --sizes 64 256 1024 --draws 20
+    python benchmarks/rounds.py --sizes 1024 --windows 64 256 1024 --no-paper --draws 12
     python benchmarks/rounds.py --overhead --targets cw:1.0 --sizes 1024 4096 --draws 4
 """
 
@@ -72,6 +76,8 @@ FIELDS = [
     "p90_rounds",
     "mean_queries",
     "queries_per_nlog2n",
+    "mean_conditionals",
+    "conditionals_per_nlog2n",
     "seconds_per_draw",
     "compile_seconds",
     "commit",
@@ -159,8 +165,9 @@ def git_commit() -> str:
         return "unknown"
 
 
-def _row(backend, target, n, config, rounds, queries, seconds, compile_seconds):
+def _row(backend, target, n, config, rounds, queries, seconds, compile_seconds, conditionals):
     rounds, queries = np.asarray(rounds, float), np.asarray(queries, float)
+    conditionals = np.asarray(conditionals, float)
     return {
         "backend": backend,
         "target": target,
@@ -175,6 +182,8 @@ def _row(backend, target, n, config, rounds, queries, seconds, compile_seconds):
         "p90_rounds": round(float(np.percentile(rounds, 90)), 1),
         "mean_queries": round(queries.mean(), 1),
         "queries_per_nlog2n": round(queries.mean() / (n * math.log2(n)), 3),
+        "mean_conditionals": round(conditionals.mean(), 1),
+        "conditionals_per_nlog2n": round(conditionals.mean() / (n * math.log2(n)), 3),
         "seconds_per_draw": round(seconds, 3),
         "compile_seconds": round(compile_seconds, 1),
         "commit": "",
@@ -186,6 +195,39 @@ def engine_capacity(draws_per_call: int, slots_per_draw: int, memory_budget: int
 
     slots = None if slots_per_draw <= 0 else slots_per_draw * draws_per_call
     return Capacity(num_slots=slots, memory_budget=memory_budget)
+
+
+#: compiled programs by oracle type, size, config and capacity, the oracle an argument: its
+#: parameters are data, so the targets of one family (Curie-Weiss at three temperatures, the
+#: Ising chain at two couplings) draw with one compilation
+_PROGRAMS: dict = {}
+
+
+def compiled_engine(oracle, n, config, capacity, keys):
+    """``engine.run`` on ``AnyOrderProcess(oracle, n, 2)`` compiled for ``keys``' shape, once
+    per oracle type, ``n``, config and capacity; returns ``(program, compile_seconds)`` with
+    ``program(oracle, keys)`` (``compile_seconds`` is 0 for a program compiled before)."""
+    import jax
+
+    from numpyro_autospec.engine import run
+    from numpyro_autospec.processes import AnyOrderProcess
+
+    if any(leaf is oracle for leaf in jax.tree.leaves(oracle)):
+        # not a pytree (the overhead's DoubledOracle): a program of its own, closing over it
+        program = jax.jit(lambda keys: run(AnyOrderProcess(oracle, n, 2), keys, config, capacity))
+        start = time.perf_counter()
+        compiled = program.lower(keys).compile()
+        return (lambda _oracle, keys: compiled(keys)), time.perf_counter() - start
+    key = (type(oracle), n, config, capacity, keys.shape)
+    if key in _PROGRAMS:
+        return _PROGRAMS[key], 0.0
+
+    def draw(oracle, keys):
+        return run(AnyOrderProcess(oracle, n, 2), keys, config, capacity)
+
+    start = time.perf_counter()
+    _PROGRAMS[key] = jax.jit(draw).lower(oracle, keys).compile()
+    return _PROGRAMS[key], time.perf_counter() - start
 
 
 def measure_engine(
@@ -201,32 +243,27 @@ def measure_engine(
     keep_draws=False,
 ):
     """Draws with :func:`numpyro_autospec.engine.run` under ``jit``; compile time measured on
-    the first call's ``lower().compile()``."""
+    ``lower().compile()`` (:func:`compiled_engine`: 0 where a target of the same family
+    compiled the program)."""
     import jax
 
-    from numpyro_autospec.engine import run
-    from numpyro_autospec.processes import AnyOrderProcess
-
     oracle = oracle or project_oracle(target, n)
-    process = AnyOrderProcess(oracle, n, 2)
     cfg = sampler_config(config, n)
     capacity = engine_capacity(draws_per_call, slots_per_draw, memory_budget)
     calls = math.ceil(draws / draws_per_call)
     keys = jax.random.split(jax.random.PRNGKey(seed), calls * draws_per_call)
     keys = keys.reshape(calls, draws_per_call, -1)
-    fn = jax.jit(lambda k: run(process, k, cfg, capacity))
-    start = time.perf_counter()
-    compiled = fn.lower(keys[0]).compile()
-    compile_seconds = time.perf_counter() - start
-    rounds, queries = [], []
+    compiled, compile_seconds = compiled_engine(oracle, n, cfg, capacity, keys[0])
+    rounds, queries, conditionals = [], [], []
     start, cpu_start = time.perf_counter(), time.process_time()
     for call in range(calls):
-        samples = jax.block_until_ready(compiled(keys[call]))
+        samples = jax.block_until_ready(compiled(oracle, keys[call]))
         rounds += list(np.asarray(samples.rounds))
         queries += list(np.asarray(samples.queries))
+        conditionals += list(np.asarray(samples.conditionals))
     seconds = (time.perf_counter() - start) / (calls * draws_per_call)
     cpu_seconds = time.process_time() - cpu_start
-    row = _row("engine", target, n, config, rounds, queries, seconds, compile_seconds)
+    row = _row("engine", target, n, config, rounds, queries, seconds, compile_seconds, conditionals)
     if keep_draws:
         row["_rounds"], row["_queries"], row["_cpu_seconds"] = rounds, queries, cpu_seconds
     return row
@@ -356,15 +393,15 @@ def table(rows) -> str:
     best = best_rows(rows)
     families = sorted({k[2] for k in best}, key=_family_order)
     lines = [
-        "| target | n | method | config | mean rounds | p90 | queries | q/(n log2 n) | "
-        "s/draw | compile s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| target | n | method | config | mean rounds | p90 | queries | conditionals | "
+        "c/(n log2 n) | s/draw | compile s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     cells = sorted({(k[0], k[1]) for k in best}, key=lambda c: (c[1], _target_order(c[0])))
     for target, n in cells:
         lines.append(
             f"| {TARGETS.get(target, target)} | {n} | sequential | | {n} | {n} | {n} | "
-            f"{1 / math.log2(n):.3f} | | |"
+            f"{n} | {1 / math.log2(n):.3f} | | |"
         )
         for fam in families:
             row = best.get((target, n, fam))
@@ -373,15 +410,17 @@ def table(rows) -> str:
             lines.append(
                 f"| {TARGETS.get(target, target)} | {n} | {fam} | `{row['config']}` | "
                 f"{row['mean_rounds']} ± {row['se_rounds']} | {row['p90_rounds']} | "
-                f"{float(row['mean_queries']):.0f} | {row['queries_per_nlog2n']} | "
+                f"{float(row['mean_queries']):.0f} | {row.get('mean_conditionals', '')} | "
+                f"{row.get('conditionals_per_nlog2n', '')} | "
                 f"{row['seconds_per_draw']} | {row['compile_seconds']} |"
             )
     return "\n".join(lines)
 
 
 def compact_table(rows, n) -> str:
-    """One line per target at size ``n``: mean rounds (p90) and queries / (n log2 n) of each
-    family (best window for assd/block)."""
+    """One line per target at size ``n``: mean rounds (p90) and conditionals / (n log2 n) (the
+    rows the oracle computed: the work, whatever the oracle's form; queries for rows written
+    before that column) of each family (best window for assd/block)."""
     best = best_rows([r for r in rows if int(r["n"]) == n])
     fams = sorted({k[2] for k in best}, key=_family_order)
     head = f"| target (n = {n}) | sequential | " + " | ".join(fams) + " |"
@@ -395,9 +434,10 @@ def compact_table(rows, n) -> str:
                 continue
             k = parse_config(row["config"])[1].get("k", "")
             tag = f" k={k}" if fam.endswith("(best k)") else ""
+            work = row.get("conditionals_per_nlog2n") or row["queries_per_nlog2n"]
             cells.append(
                 f"{float(row['mean_rounds']):.1f} ({float(row['p90_rounds']):.0f}) "
-                f"/ {float(row['queries_per_nlog2n']):.2f}{tag}"
+                f"/ {float(work):.2f}{tag}"
             )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -443,7 +483,11 @@ def plot(rows, path):
 
     best = best_rows(rows)
     targets = sorted({k[0] for k in best}, key=_target_order)
-    fams = sorted({k[2] for k in best}, key=_family_order)
+    # a curve per family measured at two sizes or more (one-size configs stay in the tables)
+    fams = sorted(
+        {k[2] for k in best if len({j[1] for j in best if j[2] == k[2]}) >= 2},
+        key=_family_order,
+    )
     fig, axes = plt.subplots(2, len(targets), figsize=(3.6 * len(targets), 6.4), squeeze=False)
     for col, target in enumerate(targets):
         sizes = sorted({k[1] for k in best if k[0] == target})
@@ -471,7 +515,7 @@ def plot(rows, path):
                 else:
                     ax.plot(
                         xs,
-                        [float(p[1]["mean_queries"]) for p in pts],
+                        [float(p[1].get("mean_conditionals") or p[1]["mean_queries"]) for p in pts],
                         "-o",
                         color=color,
                         ms=3,
@@ -483,7 +527,7 @@ def plot(rows, path):
             ax.set_xlabel("n")
         axes[0, col].set_title(TARGETS.get(target, target), fontsize=9)
     axes[0, 0].set_ylabel("rounds (mean -, p90 --)")
-    axes[1, 0].set_ylabel("queries (mean)")
+    axes[1, 0].set_ylabel("conditionals computed (mean)")
     axes[0, 0].legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
@@ -513,7 +557,7 @@ def main(args):
         write_csv(path, rows, fields)
         return out
 
-    path = args.csv or os.path.join(RESULTS, "rounds_engine.csv")
+    path = args.csv or os.path.join(RESULTS, "rounds_sweep.csv")
     if args.report:
         rows = [
             r for r in read_csv(path) if int(r["n"]) in args.sizes and r["target"] in args.targets
@@ -521,11 +565,13 @@ def main(args):
         for n in args.sizes:
             print(compact_table(rows, n) + "\n")
         print(slopes(rows))
-        figure = args.figure or os.path.join(RESULTS, "rounds_engine.png")
+        figure = args.figure or os.path.splitext(path)[0] + ".png"
         plot(rows, figure)
         print(f"\nfigure: {figure}")
         return rows
     existing = read_csv(path)
+    if existing and list(existing[0]) != FIELDS:  # written before columns were added
+        write_csv(path, existing, FIELDS)
     done = {(r["target"], int(r["n"]), r["config"]) for r in existing}
     configs = (
         [f"assd:k={k}" for k in args.windows]
@@ -566,7 +612,7 @@ def main(args):
     print(table(rows))
     print()
     print(slopes(rows))
-    figure = args.figure or os.path.join(RESULTS, "rounds_engine.png")
+    figure = args.figure or os.path.splitext(path)[0] + ".png"
     plot(rows, figure)
     print(f"\nCSV: {path}\nfigure: {figure}")
     return rows
@@ -628,7 +674,7 @@ def parse_args(argv=None):
     parser.add_argument(
         "--csv",
         default=None,
-        help="CSV path (None: benchmarks/results/rounds_engine.csv, or overhead.csv with "
+        help="CSV path (None: benchmarks/results/rounds_sweep.csv, or overhead.csv with "
         "--overhead)",
     )
     parser.add_argument("--figure", default=None, help="plot path (None: next to the CSV)")
