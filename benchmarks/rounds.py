@@ -459,15 +459,18 @@ def slopes(rows) -> str:
     return "\n".join(lines)
 
 
+#: the families of :func:`family` other than ``--extra`` configurations, in table order
+FAMILIES = [
+    "assd (best k)",
+    "block (best k)",
+    "autospec (default)",
+    "paper as written",
+    "paper, 8 sqrt(n) blocks, rho=3",
+]
+
+
 def _family_order(name):
-    order = [
-        "assd (best k)",
-        "block (best k)",
-        "autospec (default)",
-        "paper as written",
-        "paper, 8 sqrt(n) blocks, rho=3",
-    ]
-    return (order.index(name) if name in order else len(order), name)
+    return (FAMILIES.index(name) if name in FAMILIES else len(FAMILIES), name)
 
 
 def _target_order(target):
@@ -483,9 +486,10 @@ def plot(rows, path):
 
     best = best_rows(rows)
     targets = sorted({k[0] for k in best}, key=_target_order)
-    # a curve per family measured at two sizes or more (one-size configs stay in the tables)
+    # a curve per named family (the peers, the default, the paper's root) measured at two
+    # sizes or more; the --extra configurations stay in the tables
     fams = sorted(
-        {k[2] for k in best if len({j[1] for j in best if j[2] == k[2]}) >= 2},
+        {k[2] for k in best if k[2] in FAMILIES and len({j[1] for j in best if j[2] == k[2]}) >= 2},
         key=_family_order,
     )
     fig, axes = plt.subplots(2, len(targets), figsize=(3.6 * len(targets), 6.4), squeeze=False)
@@ -608,12 +612,13 @@ def main(args):
                 args.memory_budget,
             )
             _emit(writer, f, row, commit)
-    rows = [r for r in read_csv(path) if int(r["n"]) in args.sizes and r["target"] in args.targets]
+    every_size = [r for r in read_csv(path) if r["target"] in args.targets]
+    rows = [r for r in every_size if int(r["n"]) in args.sizes]
     print(table(rows))
     print()
-    print(slopes(rows))
+    print(slopes(every_size))
     figure = args.figure or os.path.splitext(path)[0] + ".png"
-    plot(rows, figure)
+    plot(every_size, figure)  # every size in the CSV: a run of one size redraws the whole plot
     print(f"\nCSV: {path}\nfigure: {figure}")
     return rows
 
