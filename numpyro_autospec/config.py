@@ -236,7 +236,10 @@ class SamplerConfig(NamedTuple):
     window_growth:
         next window = ``window_growth`` x mean advance per window (``0``: fixed windows).
     min_window, max_window:
-        window bounds (defaults ``sqrt(N)`` and ``N``).
+        window bounds (defaults ``sqrt(N)`` and ``N``).  A window's speculation answers
+        ``max_window`` rows, so on a CPU, where a draw's seconds follow the rows it computes,
+        ``max_window`` near ``8 sqrt(N)`` takes more rounds and fewer seconds (docs/benchmarks.md,
+        "Bounded windows on the CPU").
     floor:
         recurse after a window that advanced fewer steps (default ``sqrt(N) / 4``).
     fallback:
