@@ -197,7 +197,7 @@ def engine_capacity(draws_per_call: int, slots_per_draw: int, memory_budget: int
     return Capacity(num_slots=slots, memory_budget=memory_budget)
 
 
-#: compiled programs by oracle type, size, config and capacity, the oracle an argument: its
+#: compiled programs by oracle structure, size, config and capacity, the oracle an argument: its
 #: parameters are data, so the targets of one family (Curie-Weiss at three temperatures, the
 #: Ising chain at two couplings) draw with one compilation
 _PROGRAMS: dict = {}
@@ -205,8 +205,10 @@ _PROGRAMS: dict = {}
 
 def compiled_engine(oracle, n, config, capacity, keys):
     """``engine.run`` on ``AnyOrderProcess(oracle, n, 2)`` compiled for ``keys``' shape, once
-    per oracle type, ``n``, config and capacity; returns ``(program, compile_seconds)`` with
-    ``program(oracle, keys)`` (``compile_seconds`` is 0 for a program compiled before)."""
+    per oracle structure (its pytree definition and its leaves' shapes and dtypes, what
+    ``jax.jit`` keys its own cache on), ``n``, config and capacity; returns
+    ``(program, compile_seconds)`` with ``program(oracle, keys)`` (``compile_seconds`` is 0 for
+    a program compiled before)."""
     import jax
 
     from numpyro_autospec.engine import run
@@ -218,7 +220,8 @@ def compiled_engine(oracle, n, config, capacity, keys):
         start = time.perf_counter()
         compiled = program.lower(keys).compile()
         return (lambda _oracle, keys: compiled(keys)), time.perf_counter() - start
-    key = (type(oracle), n, config, capacity, keys.shape)
+    structure = (jax.tree.structure(oracle), tuple(map(jax.typeof, jax.tree.leaves(oracle))))
+    key = (structure, n, config, capacity, keys.shape)
     if key in _PROGRAMS:
         return _PROGRAMS[key], 0.0
 
