@@ -32,6 +32,8 @@ class PottsCountOracle(AnyOrderOracle):
     docs/benchmarks.md, "Seconds against sequential sampling")."""
 
     scores_blocks = True
+    #: rows cost O(n + q) each up to about n q / (n + q) rows, then O(n q) in all
+    rows_per_call = 256
 
     def __init__(self, num_positions: int, num_categories: int, beta: float = 8.0, seed: int = 0):
         self.num_positions = int(num_positions)

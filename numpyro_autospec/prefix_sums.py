@@ -1,14 +1,14 @@
-"""Cumulative sums and maxima that cost ``O(n log n)`` work on every backend.
+"""Cumulative sums and maxima with short windows on every backend.
 
 ``jnp.cumsum`` and ``lax.cummax`` lower to a windowed reduction, which XLA:CPU computes
-without a scan kernel: along a digits diffusion path ``[4096, 64]`` it is 2.8x slower than a
-parallel prefix scan, along the ``[1024, 512]`` one-hot counts of the Potts-like benchmark
-oracle 4.5x (``benchmarks/prefix_sums.py``; docs/benchmarks.md, "Prefix sums on the CPU, and
-the Curie-Weiss chain's step").  On the GPU ``jnp.cumsum`` has its own kernel and stays.  The
-samplers' cumulative sums (the Curie-Weiss and Hopfield block forms, the diffusion
-speculation, block verification) go through these two functions, which take the prefix scan
-(:func:`jax.lax.associative_scan`) when the program is lowered for the CPU and ``jnp``'s own
-operation elsewhere (:func:`jax.lax.platform_dependent`: one branch is compiled).
+without a scan kernel: along a long axis its windows are long (along a digits diffusion path
+``[4096, 64]`` 2.8x slower than a parallel prefix scan), while a parallel prefix scan
+(:func:`jax.lax.associative_scan`) unrolls into ``2 log2(n)`` slices and pads that make large,
+slow-to-compile fusions.  These two functions split the axis into blocks of about
+``sqrt(n)`` steps: the library's reduction within each block, then over the blocks' totals,
+and one combination (a handful of kernels for any length).  The samplers' cumulative sums
+(the Curie-Weiss and Hopfield block forms, the diffusion speculation, block verification) go
+through them.
 
 Floating-point sums are added in another order than ``jnp.cumsum``'s, so they may differ in
 the last bits; the samplers all call the same function, so the engine's draws still equal the
@@ -17,6 +17,7 @@ reference sampler's, key for key.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import jax
@@ -36,7 +37,7 @@ def prefix_sum(values: ArrayLike, axis: int = 0) -> Array:
     >>> prefix_sum(jnp.ones((2, 3)), axis=1).tolist()
     [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]
     """
-    return _prefix_scan(values, axis, jnp.add, jnp.cumsum)
+    return _prefix_scan(values, axis, jnp.add, jnp.cumsum, 0)
 
 
 def prefix_max(values: ArrayLike, axis: int = 0) -> Array:
@@ -46,16 +47,32 @@ def prefix_max(values: ArrayLike, axis: int = 0) -> Array:
     >>> prefix_max(jnp.array([0.0, -1.0, 2.0, 1.0])).tolist()
     [0.0, 0.0, 2.0, 2.0]
     """
-    return _prefix_scan(values, axis, jnp.maximum, jax.lax.cummax)
+    return _prefix_scan(values, axis, jnp.maximum, jax.lax.cummax, None)
+
+
+#: axes up to this long take the library's reduction in one window
+SHORT = 256
 
 
 def _prefix_scan(
-    values: ArrayLike, axis: int, combine: Callable, library: Callable[..., Array]
+    values: ArrayLike, axis: int, combine: Callable, library: Callable[..., Array], identity
 ) -> Array:
-    """``library(values, axis=axis)`` where the program is not lowered for the CPU, else the
-    same prefix reduction by ``combine`` as a parallel scan (one branch is compiled)."""
-    return jax.lax.platform_dependent(
-        jnp.asarray(values),
-        cpu=lambda v: jax.lax.associative_scan(combine, v, axis=axis),
-        default=lambda v: library(v, axis=axis),
-    )
+    """``library(values, axis=axis)``, in blocks of about ``sqrt(n)`` along a long axis (the
+    module docstring); ``identity`` pads the last block (``None``: the dtype's lowest)."""
+    values = jnp.moveaxis(jnp.asarray(values), axis, 0)
+    n = values.shape[0]
+    if n <= SHORT:
+        return jnp.moveaxis(library(values, axis=0), 0, axis)
+    if identity is None:
+        dtype = values.dtype
+        identity = -jnp.inf if jnp.issubdtype(dtype, jnp.floating) else jnp.iinfo(dtype).min
+    width = math.isqrt(n - 1) + 1
+    blocks = -(-n // width)
+    rest = values.shape[1:]
+    padding = jnp.full((blocks * width - n, *rest), identity, values.dtype)
+    grid = jnp.concatenate([values, padding]).reshape(blocks, width, *rest)
+    inner = library(grid, axis=1)
+    totals = library(inner[:, -1], axis=0)
+    carried = jnp.concatenate([jnp.full((1, *rest), identity, values.dtype), totals[:-1]])
+    scanned = combine(inner, carried[:, None]).reshape(blocks * width, *rest)[:n]
+    return jnp.moveaxis(scanned, 0, axis)

@@ -115,7 +115,7 @@ def token_verify(
     >>> int(verdict.kept), int(verdict.correction)
     (1, 0)
     """
-    key_u, key_y = jax.random.split(key)
+    key_u, key_y = jax.lax.optimization_barrier(jax.random.split(key))
     size = values.shape[0]
     u = jax.random.uniform(key_u, (size,))
     rejected = u >= token_accept_probabilities(target_rows, draft_rows, values, gamma)
@@ -183,7 +183,8 @@ def block_verify(
     token_verify 1.2
     block_verify 1.9
     """
-    key_u, key_y = jax.random.split(key)
+    # the split keys are computed once (not fused into every element of the uniforms)
+    key_u, key_y = jax.lax.optimization_barrier(jax.random.split(key))
     size = values.shape[0]
     stop, log_w = block_stop_probabilities(target_rows, draft_rows, values, gamma)
     eta = jax.random.uniform(key_u, (size + 1,)) < stop

@@ -116,6 +116,12 @@ class AnyOrderOracle(abc.ABC):
     scores_blocks: ClassVar[bool] = False
     #: the conditionals depend on the order of the prefix, not only on the pinned set
     depends_on_order: ClassVar[bool] = False
+    #: with ``scores_blocks``: the most rows one ``log_conditionals`` call should compute when
+    #: each row costs about as much as a small call (an exact model's row is a sum over the
+    #: free sites): the engine then splits a query of more rows into calls of this many, and
+    #: pads no query beyond it.  ``None`` (a network whose forward pass costs about the same
+    #: for any number of rows): one call per query
+    rows_per_call: ClassVar[int | None] = None
 
     def log_marginals(self, x: Array, mask: Array) -> Array:
         """``float[n, q]`` log conditional marginals given ``x`` on ``mask`` (set form)."""

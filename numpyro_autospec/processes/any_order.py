@@ -128,6 +128,8 @@ class AnyOrderProcess:
         self.oracle_name = getattr(log_marginals, "__qualname__", type(log_marginals).__name__)
         #: declared fast path: ``score_block`` is one oracle evaluation
         self.scores_blocks = bool(self.oracle.scores_blocks)
+        #: declared by the oracle: rows per block-form call (``None``: a whole query)
+        self.rows_per_call = getattr(type(self.oracle), "rows_per_call", None)
         if self.oracle.scores_blocks or self.oracle.depends_on_order:
             check_block_form_signature(self.oracle, name=f"site {name!r}: {self.oracle_name}")
         self.num_positions = n
@@ -227,6 +229,27 @@ class AnyOrderProcess:
         before step ``a + j``: one ``log_conditionals`` evaluation (``scores_blocks``)."""
         positions = self._positions(a, num_rows)
         return self.oracle.log_conditionals(x.values, x.rank, x.order[positions], positions)
+
+    def score_rows(self, x: AnyOrderState, steps: Array, prefix_lengths: Array) -> Array:
+        """The block form on steps: row ``j`` is the conditional of the site of step
+        ``steps[j]`` given the sites of the steps before ``prefix_lengths[j]``, ``[L, q]``, in
+        one ``log_conditionals`` evaluation (``scores_blocks``).  A speculation answer is the
+        case of equal prefix lengths, a block's scoring the case ``prefix_lengths = steps``."""
+        positions = jnp.minimum(self.num_observed + steps, self.num_positions - 1)
+        return self.oracle.log_conditionals(
+            x.values, x.rank, x.order[positions], self.num_observed + prefix_lengths
+        )
+
+    def rows_defect(
+        self, x: AnyOrderState, steps: Array, rows: Array, valid: Array
+    ) -> tuple[Array, Array, Array]:
+        """``(code, site, row)`` of the first defect of the rows :meth:`score_rows` answered
+        (only the ``valid`` ones are checked; code 0: none), see
+        :func:`~numpyro_autospec.oracles.log_marginals_defect`."""
+        checked = jnp.where(valid[:, None], rows, -jnp.log(jnp.float32(self.num_categories)))
+        code, row = log_marginals_defect(checked, ~valid)
+        position = jnp.minimum(self.num_observed + steps[row], self.num_positions - 1)
+        return code, x.order[position], row
 
     def reduce(self, x: AnyOrderState, k: Array, answer: Array) -> Array:
         """The row of the site fixed at step ``k`` in ``query(x, k, .)``: its first row."""

@@ -1,0 +1,233 @@
+"""The static plan of a run: the root policy, the pool's sizes and the shape of a round's oracle
+call, resolved once at trace time from a process, a configuration and a :class:`Capacity`.
+
+A run holds ``D`` *roots* (one per draw, slots ``0..D-1``) and ``T`` *trial slots* (slots
+``D..D+T-1``) for the residual trials of recursion blocks (docs/algorithm.md, sections 3-4).
+A round's queries are cut into *units* of one oracle evaluation each, and evaluated
+``chunk`` units at a time in a loop whose trip count follows the round's demand
+(:mod:`~numpyro_autospec.engine._round`).  A unit of a process that scores blocks
+(``scores_blocks``) is one block-form call of ``unit_rows`` conditionals; any other process
+evaluates one query per unit.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import numpy as np
+from jax.sharding import Mesh
+
+from numpyro_autospec.config import RootPolicy, SamplerConfig
+from numpyro_autospec.engine.sharding import check_mesh
+from numpyro_autospec.exceptions import ConfigError, positive_integer
+from numpyro_autospec.processes.base import has_discrete_steps
+from numpyro_autospec.rejection import batch_size
+
+__all__ = ["RECURSION_ROOT_SLOTS", "Capacity", "Plan", "plan", "nbytes"]
+
+#: smallest default number of trial slots when roots are made of recursion blocks (the paper's
+#: root, diffusion): their residual loops are the parallel work of a draw, and a batch of
+#: trials that does not fit waits for slots (more rounds, same draws)
+RECURSION_ROOT_SLOTS = 512
+
+#: bytes one pass of the transitions may gather per lane-set when sizes are chosen by default
+LANE_BYTES = 1 << 20
+
+
+class Capacity(NamedTuple):
+    """Capacity limits of the engine.  They may delay work (more rounds) but never change the
+    draws.
+
+    Attributes
+    ----------
+    num_slots:
+        trial slots: residual trials held at once, below the draws' roots.  Default: ``4 depth``
+        per draw (``depth``: nesting levels of residual trials below the largest recursion
+        block), at least :data:`RECURSION_ROOT_SLOTS` when the roots are made of recursion
+        blocks, capped by ``memory_budget``.
+    max_queries:
+        oracle evaluations per round; the rest of a round's demand waits for the next round.
+        Default: no limit.
+    max_transitions:
+        tasks advanced per pass of the transitions.  Default: every task when the pool is small,
+        else as many as move about 1 MiB.
+    chunk_size:
+        oracle evaluations per batched call of the round's loop: a round of ``U`` evaluations
+        makes ``ceil(U / chunk_size)`` calls of ``chunk_size`` lanes.  Default: from the
+        process's answer size (4 for a block-form oracle, 32 for one evaluation per query).
+    memory_budget:
+        bytes the pool may use when sizes are chosen by default.
+    mesh:
+        a :class:`jax.sharding.Mesh` over which every oracle call's batch is split
+        (:mod:`numpyro_autospec.engine.sharding`); ``None``: no sharding constraint.
+
+    Example: a starved pool takes more rounds, never other draws.
+
+    >>> import jax
+    >>> from numpyro_autospec import engine
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(16, beta=1.0), 16, 2)
+    >>> keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    >>> ample = engine.run(process, keys)
+    >>> starved = engine.run(process, keys, capacity=Capacity(num_slots=4, max_queries=1))
+    >>> bool((ample.value == starved.value).all()), bool((starved.rounds >= ample.rounds).all())
+    (True, True)
+    """
+
+    num_slots: int | None = None
+    max_queries: int | None = None
+    max_transitions: int | None = None
+    chunk_size: int | None = None
+    memory_budget: int = 1 << 30
+    mesh: Mesh | None = None
+
+
+class Plan(NamedTuple):
+    """Static (trace-time) sizes and tables of a run."""
+
+    num_steps: int
+    policy: RootPolicy
+    num_draws: int  # D: roots, slots 0..D-1
+    num_slots: int  # D + T: every slot
+    lanes: int  # slots advanced per pass (num_slots: every slot, no compaction)
+    spawn_lanes: int  # trials spawned per pass
+    block_mode: bool  # units are block-form calls of unit_rows conditionals
+    unit_rows: int  # items (conditionals) per unit; 1 without block mode
+    answer_rows: int  # R: rows of a speculation answer
+    window_size: int  # W: rows of a root's verification buffer (1: no windows)
+    chunk: int  # units per batched oracle call
+    max_units: int  # units per round
+    lookahead: bool
+    final_query: bool
+    depth: np.ndarray  # depth[m]: nesting levels of residual trials below a block of m steps
+    batch_sizes: np.ndarray  # trials of residual batch r
+    max_passes: int
+    mesh: Mesh | None = None
+
+
+def nbytes(tree) -> int:
+    """Bytes of the arrays (or shapes) of a pytree."""
+    return sum(math.prod(leaf.shape) * leaf.dtype.itemsize for leaf in jax.tree.leaves(tree))
+
+
+def _optional(value, label: str, minimum: int = 1) -> int | None:
+    if value is None:
+        return None
+    value = positive_integer(value, label, ConfigError) if minimum else int(value)
+    return value
+
+
+def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key_like) -> Plan:
+    """Resolve the static sizes of a run of ``num_draws`` draws.
+
+    Example
+    -------
+    >>> import jax
+    >>> from numpyro_autospec.config import SamplerConfig
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(64, beta=1.0), 64, 2)
+    >>> sizes = plan(process, SamplerConfig(), Capacity(), 4, jax.random.PRNGKey(0))
+    >>> sizes.num_steps, sizes.window_size, sizes.answer_rows, sizes.block_mode
+    (64, 64, 64, True)
+    """
+    config = config.validate()
+    if not isinstance(capacity, Capacity):
+        raise ConfigError(f"capacity must be a Capacity, got {type(capacity).__name__}")
+    mesh = check_mesh(capacity.mesh)
+    num_steps = int(process.num_steps)
+    discrete = has_discrete_steps(process)
+    policy = config.root_policy(num_steps, discrete, process.num_categories if discrete else 0)
+    recursion_block = policy.recursion_block
+    windows = policy.rule is not None
+    window_size = policy.max_window if windows else 1
+    answer_rows = policy.answer_rows
+
+    depth = np.zeros(recursion_block + 2, np.int32)
+    for length in range(recursion_block + 2):
+        depth[length] = 0 if length <= policy.leaf_size else 1 + depth[(length + 1) // 2]
+    root_need = int(depth[recursion_block])
+
+    block_mode = bool(process.scores_blocks)
+    if block_mode and process.final_query:
+        raise ConfigError("a process that scores blocks cannot need a final query")
+    x_shape = jax.eval_shape(process.init, key_like)
+    answer_shape = jax.eval_shape(lambda x: process.query(x, 0, answer_rows), x_shape)
+    # a slot holds its state and two answers (its block's and the lookahead)
+    slot_bytes = nbytes(x_shape) + 2 * nbytes(answer_shape) + 256
+
+    trials = _optional(capacity.num_slots, "capacity.num_slots")
+    if trials is None:
+        wanted = num_draws * 4 * root_need
+        if policy.rule is None and root_need > 0:
+            wanted = max(wanted, RECURSION_ROOT_SLOTS)
+        affordable = capacity.memory_budget // slot_bytes - num_draws
+        trials = max(root_need, min(wanted, affordable, 8192))
+    elif trials < root_need:
+        raise ConfigError(
+            f"capacity.num_slots={trials} is too small: recursion blocks of "
+            f"{recursion_block} steps nest {root_need} levels of residual trials: at least "
+            f"{root_need} slots are needed"
+        )
+    num_slots = num_draws + trials
+
+    lanes = _optional(capacity.max_transitions, "capacity.max_transitions")
+    if lanes is None:
+        # a pass gathers every lane's state and two answers (and a root's window rows)
+        lane_bytes = slot_bytes + (nbytes(answer_shape) if windows else 0)
+        lanes = num_slots if num_slots * lane_bytes <= 4 * LANE_BYTES else LANE_BYTES // lane_bytes
+    lanes = max(1, min(int(lanes), num_slots))
+    spawn_lanes = max(1, min(lanes, trials))
+
+    rows_per_call = None
+    if block_mode:
+        # a slot's whole query: the scoring rows of its block and the lookahead, unless the
+        # oracle's rows cost about a call each (``rows_per_call``)
+        longest_block = max(window_size, recursion_block, 1)
+        unit_rows = max(1, longest_block - 1 + answer_rows)
+        rows_per_call = process.rows_per_call
+        if rows_per_call is not None:
+            unit_rows = min(unit_rows, positive_integer(rows_per_call, "rows_per_call", ConfigError))
+    else:
+        unit_rows = 1
+    chunk = _optional(capacity.chunk_size, "capacity.chunk_size")
+    if chunk is None:
+        if not block_mode:
+            chunk = 32
+        elif rows_per_call is not None:
+            chunk = 8
+        else:
+            chunk = max(1, min(num_draws, 4))
+        if mesh is not None:
+            chunk = max(chunk, mesh.size)
+    max_units = _optional(capacity.max_queries, "capacity.max_queries")
+    if max_units is None:
+        max_units = 1 << 30
+
+    batch_sizes = np.array(
+        [min(batch_size(r, policy.growth), 1 << 24) for r in range(64)], dtype=np.int32
+    )
+    max_passes = 64 * (num_steps + 2) * max(1, num_draws) + 4096
+    return Plan(
+        num_steps=num_steps,
+        policy=policy,
+        num_draws=num_draws,
+        num_slots=num_slots,
+        lanes=lanes,
+        spawn_lanes=spawn_lanes,
+        block_mode=block_mode,
+        unit_rows=unit_rows,
+        answer_rows=answer_rows,
+        window_size=window_size,
+        chunk=chunk,
+        max_units=max_units,
+        lookahead=bool(config.lookahead),
+        final_query=bool(process.final_query),
+        depth=depth,
+        batch_sizes=batch_sizes,
+        max_passes=max_passes,
+        mesh=mesh,
+    )
