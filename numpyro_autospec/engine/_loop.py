@@ -30,12 +30,12 @@ from numpyro_autospec.engine._plan import Plan
 from numpyro_autospec.engine._pool import Meta, Pool, Scores, Status, pack, unpack
 from numpyro_autospec.engine._round import query_round
 from numpyro_autospec.engine._tasks import Lane, advance
+from numpyro_autospec.engine._compact import first_true
 from numpyro_autospec.engine._trials import (
     Pending,
     admit,
     apply_reports,
     counted_children,
-    first_true,
     next_buffer,
     orphans,
     pending,
@@ -75,6 +75,7 @@ def events(meta: Meta) -> Array:
         (status == Status.START)
         | (status == Status.SCORED)
         | (status == Status.BLOCK_DONE)
+        | (status == Status.FINISHED)
         | ((status == Status.LEAF) & (meta.has_answer == 1))
     )
 
@@ -97,6 +98,7 @@ def one_pass(context: Context, state: EngineState) -> EngineState:
     packed = pack(meta)
     lane_meta = meta if everyone else unpack(Meta, packed[slot])
     parent = jnp.clip(lane_meta.parent, 0, size - 1)
+    parents = unpack(Meta, packed[parent])
     take = (lambda tree: tree) if everyone else (lambda tree: jax.tree.map(lambda leaf: leaf[slot], tree))
     lane = Lane(
         slot=slot,
@@ -106,7 +108,7 @@ def one_pass(context: Context, state: EngineState) -> EngineState:
         x=take(pool.x),
         answer=_answer(pool.answers, lane_meta.owner, lane_meta.buffer),
         next_answer=_answer(pool.answers, slot, next_buffer(lane_meta, slot)),
-        parent_answer=_answer(pool.answers, meta.owner[parent], meta.buffer[parent]),
+        parent_answer=_answer(pool.answers, parents.owner, parents.buffer),
         window_rows=jax.tree.map(lambda leaf: leaf[jnp.minimum(slot, draws - 1)], state.window_rows),
     )
     moved = jax.vmap(lambda lane: advance(context, lane))(lane)
@@ -137,8 +139,9 @@ def one_pass(context: Context, state: EngineState) -> EngineState:
     )
 
     # admission, then what the next pass resolves and frees
-    children, below = counted_children(meta)
-    orphan = orphans(meta)
+    parents = unpack(Meta, pack(meta)[jnp.clip(meta.parent, 0, size - 1)])
+    children, below = counted_children(meta, parents)
+    orphan = orphans(meta, parents)
     pool, meta, spawned = admit(context, pool, meta, children, orphan)
     due = pending(meta, children + spawned, below, orphan)
     quiet = ~(jnp.any(events(meta)) | jnp.any(due.resolved | due.exhausted | due.orphans))
@@ -220,6 +223,7 @@ def initial_state(context: Context) -> EngineState:
         batch_end=zeros,
         best_trial=zeros,
         tail_rows=zeros,
+        next_rows=zeros,
     )
     keys = jnp.concatenate(
         [key_run[:, None], key_run[:, None], key_run[:, None]], axis=1

@@ -51,6 +51,7 @@ class Status:
     BLOCK_DONE = 7  # the block is finished: move on to the next block
     NEED_FINAL = 8  # a root waits for query(x, N)
     DONE = 9  # a finished root
+    FINISHED = 10  # a finished trial: its residual test, then its report
 
 
 class Meta(NamedTuple):
@@ -83,6 +84,7 @@ class Meta(NamedTuple):
     batch_end: Array  # trials of batch r are [.., batch_end)
     best_trial: Array  # smallest accepted trial so far (NO_TRIAL: none)
     tail_rows: Array  # trial: rows of the lookahead at the range's end
+    next_rows: Array  # rows of the block after the current one (what its lookahead answers)
 
 
 class Scores(NamedTuple):
@@ -101,8 +103,17 @@ class Pool(NamedTuple):
 
 
 def pack(view: NamedTuple) -> Array:
-    """The columns of ``view`` stacked along the last axis."""
-    return jnp.stack([jnp.asarray(column) for column in view], axis=-1)
+    """The columns of ``view`` stacked along the last axis.  Written as a chain of selects
+    into the packed layout, which XLA fuses with the columns' computations into one kernel
+    (a ``concatenate`` of many columns is a kernel of its own, after one kernel per column)."""
+    columns = [jnp.asarray(column) for column in view]
+    dtype = jnp.result_type(*columns)
+    shape = jnp.broadcast_shapes(*(column.shape for column in columns))
+    index = jnp.arange(len(columns))
+    packed = jnp.zeros((*shape, len(columns)), dtype)
+    for position, column in enumerate(columns):
+        packed = jnp.where(index == position, jnp.expand_dims(column, -1).astype(dtype), packed)
+    return packed
 
 
 def unpack(cls, array: Array):

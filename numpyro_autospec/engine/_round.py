@@ -28,9 +28,10 @@ import jax.numpy as jnp
 from jax import Array
 
 from numpyro_autospec.defects import nonfinite_defect
+from numpyro_autospec.engine._compact import count_at_most, running_sum
 from numpyro_autospec.engine._plan import Plan
 from numpyro_autospec.engine._pool import Meta, Pool, Status, pack, unpack
-from numpyro_autospec.engine._tasks import rows_after_block, wants_lookahead
+from numpyro_autospec.engine._tasks import wants_lookahead
 from numpyro_autospec.engine._trials import next_buffer
 from numpyro_autospec.engine.sharding import sharded_batch
 
@@ -61,7 +62,7 @@ def demand(plan: Plan, meta: Meta) -> Demand:
     spec_rows = jnp.where(
         need_answer,
         length,
-        jnp.where(scoring, jnp.maximum(rows_after_block(plan, meta), 1), 1),
+        jnp.where(scoring, jnp.maximum(meta.next_rows, 1), 1),
     )
     spec_at = jnp.where(
         need_answer,
@@ -91,15 +92,11 @@ class Work(NamedTuple):
     defect: Array
 
 
-def _locate(cumulative: Array, index: Array) -> tuple[Array, Array]:
-    """``(slot, offset)`` of the items ``index`` of slots laid end to end (``cumulative``:
-    the inclusive prefix sums of their counts)."""
-    slot = jnp.minimum(
-        jnp.searchsorted(cumulative, index, side="right", method="compare_all"),
-        cumulative.shape[0] - 1,
-    ).astype(jnp.int32)
-    previous = jnp.where(slot > 0, cumulative[jnp.maximum(slot - 1, 0)], 0)
-    return slot, (index - previous).astype(jnp.int32)
+def _locate(cumulative: Array, units: Array, index: Array) -> tuple[Array, Array]:
+    """``(slot, offset)`` of the units ``index`` of slots laid end to end (``cumulative``:
+    the inclusive running sums of their ``units``)."""
+    slot = jnp.minimum(count_at_most(cumulative, index), cumulative.shape[0] - 1)
+    return slot, (index - (cumulative[slot] - units[slot])).astype(jnp.int32)
 
 
 def _evaluate_block(context, pool: Pool, meta: Meta, need: Demand, slot, first, valid):
@@ -129,7 +126,7 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
     size, chunk = plan.num_slots, plan.chunk
     meta = unpack(Meta, pool.meta)
     need = demand(plan, meta)
-    cumulative = jnp.cumsum(need.units)
+    cumulative = running_sum(need.units)
     total = jnp.where(quiet, jnp.minimum(cumulative[-1], plan.max_units), 0)
     trips = -(-total // chunk)
     window_rows, queries, conditionals = counters
@@ -137,7 +134,7 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
     def call(index, work: Work) -> Work:
         unit = index * chunk + jnp.arange(chunk)
         valid = unit < total
-        slot, offset = _locate(cumulative, unit)
+        slot, offset = _locate(cumulative, need.units, unit)
         slot = jnp.where(valid, slot, 0)
         first = meta.served[slot] + offset * plan.unit_rows
         draw = meta.draw[slot]

@@ -31,7 +31,7 @@ from jax import Array
 from numpyro_autospec.config import RootPolicy
 from numpyro_autospec.engine._plan import Plan
 from numpyro_autospec.engine._pool import NO_TRIAL, Meta, Scores, Status, choose
-from numpyro_autospec.rejection import residual_accepts, speculation_accepts
+from numpyro_autospec.rejection import residual_log_accept_prob, speculation_log_accept_prob
 from numpyro_autospec.verification import VERIFIERS
 
 __all__ = [
@@ -173,11 +173,11 @@ def _verify(plan: Plan, process, lane: Lane, key_verify: Array):
 
 def scoring_items(plan: Plan, meta: Meta) -> Array:
     """Items a speculated block's scoring query asks for: its ``m - 1`` scoring steps, and the
-    lookahead (its rows in block mode, one query otherwise).  Elementwise."""
+    lookahead (its ``next_rows`` rows in block mode, one query otherwise).  Elementwise."""
     length = meta.block_end - meta.block_start
     lookahead = wants_lookahead(plan, meta.block_end)
-    spec = rows_after_block(plan, meta) if plan.block_mode else 1
-    return length - 1 + jnp.where(lookahead, jnp.maximum(spec, 1), 0)
+    spec = jnp.maximum(meta.next_rows, 1) if plan.block_mode else 1
+    return length - 1 + jnp.where(lookahead, spec, 0)
 
 
 def advance(context, lane: Lane) -> Moved:
@@ -186,20 +186,20 @@ def advance(context, lane: Lane) -> Moved:
     policy = plan.policy
     meta, scores, x = lane.meta, lane.scores, lane.x
     is_root = meta.parent < 0
-    one, zero = jnp.ones_like(meta.status), jnp.zeros_like(meta.status)
 
-    # -- 1. consume the event --------------------------------------------------------------
-    # the keys of the current block and of the next (block_keys(key)[i] is fold_in(key, i),
-    # split(key)[i] too): one hash for the blocks' keys, one for the keys drawn from them
+    # the keys of the current block and of the next (``block_keys(key)[i]`` and
+    # ``split(key)[i]`` are ``fold_in(key, i)``): one hash for the blocks' keys, one for the
+    # keys drawn from them
     key, key_next = materialized(block_keys_of(meta, lane.keys))
-    leaf_step_index = meta.cursor - meta.block_start
-    zero_index = jnp.zeros_like(leaf_step_index)
-    key_accept, key_leaf, key_first, key_speculation = materialized(
+    step = meta.cursor - meta.block_start
+    zero = jnp.zeros_like(step)
+    key_accept, key_leaf, key_first, key_second = materialized(
         jax.vmap(jax.random.fold_in)(
-            jnp.stack([key, key, key, key_next]),
-            jnp.stack([zero_index + 1, leaf_step_index, zero_index, zero_index]),
+            jnp.stack([key, key, key, key_next]), jnp.stack([zero + 1, step, zero, zero])
         )
     )
+
+    # -- 1. consume the event --------------------------------------------------------------
     length = meta.block_end - meta.block_start
     scored = meta.status == Status.SCORED
     if policy.rule is not None:
@@ -212,14 +212,32 @@ def advance(context, lane: Lane) -> Moved:
             cursor=jnp.where(verify, cursor_verified, meta.cursor),
             has_next=jnp.where(verify & ~full, 0, meta.has_next),
         )
+    # a scored recursion block's acceptance min(1, mu/nu), or a finished trial's residual test
+    # max(0, 1 - nu/mu) over its range under its parent's speculation: one density, one draw
     decide = scored & (meta.verifying == 0)
-    log_nu = process.spec_logp(x, meta.block_start, length, lane.answer)
-    accepted = speculation_accepts(key_accept, scores.log_mu_block, log_nu)
+    finishing = meta.status == Status.FINISHED
+    log_nu = process.spec_logp(
+        x,
+        jnp.where(finishing, meta.start, meta.block_start),
+        jnp.where(finishing, meta.stop - meta.start, length),
+        choose(finishing, lane.parent_answer, lane.answer),
+    )
+    uniform = jax.random.uniform(jnp.where(finishing, lane.keys[2], key_accept))
+    log_accept = jnp.where(
+        finishing,
+        residual_log_accept_prob(scores.log_mu_total, log_nu),
+        speculation_log_accept_prob(scores.log_mu_block, log_nu),
+    )
+    accepted = jnp.log(uniform) < log_accept
     accept, reject = decide & accepted, decide & ~accepted
     meta = meta._replace(
-        status=jnp.where(accept, Status.BLOCK_DONE, jnp.where(reject, Status.WAITING, meta.status)),
+        status=jnp.where(
+            accept,
+            Status.BLOCK_DONE,
+            jnp.where(reject, Status.WAITING, jnp.where(finishing, Status.FREE, meta.status)),
+        ),
         cursor=jnp.where(accept, meta.block_end, meta.cursor),
-        epoch=meta.epoch + reject,
+        epoch=meta.epoch + (reject | finishing),
         trial_next=jnp.where(reject, 0, meta.trial_next),
         batch=jnp.where(reject, 0, meta.batch),
         batch_end=jnp.where(reject, int(plan.batch_sizes[0]), meta.batch_end),
@@ -258,19 +276,26 @@ def advance(context, lane: Lane) -> Moved:
         Scores(jnp.zeros_like(scores.log_mu_block), scores.log_mu_total + scores.log_mu_block),
         scores,
     )
+    root_done = Status.DONE
+    if plan.final_query:
+        root_done = jnp.where(meta.has_next == 1, Status.DONE, Status.NEED_FINAL)
     flipped = meta._replace(
-        status=jnp.where(finished, Status.BLOCK_DONE, Status.START),
+        status=jnp.where(
+            finished, jnp.where(is_root, root_done, Status.FINISHED), Status.START
+        ),
         has_answer=meta.has_next,
-        has_next=zero,
+        has_next=jnp.zeros_like(meta.has_next),
         owner=jnp.zeros_like(meta.owner) + lane.slot,
         buffer=next_buffer,
         block_index=meta.block_index + 1,
         block_start=jnp.where(finished, meta.block_start, meta.cursor),
         block_end=jnp.where(finished, meta.block_end, jnp.where(is_root, root.end, meta.stop)),
-        verifying=jnp.where(is_root & ~finished, root.verifying, zero),
+        cursor=jnp.where(finished & is_root, meta.stop, meta.cursor),
+        verifying=jnp.where(is_root & ~finished, root.verifying, 0),
         window=jnp.where(is_root, root.window, meta.window),
         advanced=jnp.where(is_root, root.advanced, meta.advanced),
         windows=jnp.where(is_root, root.windows, meta.windows),
+        served=jnp.zeros_like(meta.served),
     )
     meta = choose(done, flipped, meta)
     # the new block's answer is the lookahead, in the buffer the flip points to
@@ -281,9 +306,9 @@ def advance(context, lane: Lane) -> Moved:
     length = meta.block_end - meta.block_start
     is_leaf = (length <= policy.leaf_size) & (meta.verifying == 0)
     speculate = starting & ~is_leaf & (meta.has_answer == 1)
-    # a window's and a block's speculation key: split(key)[0] = block_keys(key)[0]; the key
-    # of the block after the current one when it moved on, else the current block's
-    key_speculation = jnp.where(moves_on, key_speculation, key_first)
+    # a window's and a block's speculation key is fold_in(key, 0): the key of the block
+    # after the current one when the slot moved on, else the current block's
+    key_speculation = jnp.where(moves_on, key_second, key_first)
     x_speculated = process.spec_sample(key_speculation, x, meta.block_start, length, answer)
     first = process.reduce(x_speculated, meta.block_start, answer)
     x = choose(speculate, x_speculated, x)
@@ -294,6 +319,7 @@ def advance(context, lane: Lane) -> Moved:
         )
     )
     asks = starting & ~speculate & (meta.has_answer == 0)  # a leaf or a block without O_a
+    meta = meta._replace(next_rows=jnp.where(starting, rows_after_block(plan, meta), meta.next_rows))
     no_items = scoring_items(plan, meta) == 0
     meta = meta._replace(
         status=jnp.where(
@@ -314,21 +340,4 @@ def advance(context, lane: Lane) -> Moved:
         owner=jnp.where(asks, lane.slot, meta.owner),
         buffer=jnp.where(asks, 0, meta.buffer),
     )
-
-    # -- 4. finish a range ---------------------------------------------------------------------
-    reports = finished & ~is_root
-    log_nu_range = process.spec_logp(x, meta.start, meta.stop - meta.start, lane.parent_answer)
-    trial_accepted = residual_accepts(lane.keys[2], scores.log_mu_total, log_nu_range)
-    root_status = Status.DONE
-    if plan.final_query:
-        root_status = jnp.where(meta.has_answer == 1, Status.DONE, Status.NEED_FINAL)
-    meta = meta._replace(
-        status=jnp.where(
-            finished, jnp.where(is_root, root_status, Status.FREE), meta.status
-        ),
-        cursor=jnp.where(finished & is_root, meta.stop, meta.cursor),
-        epoch=meta.epoch + reports,
-        served=jnp.where(finished, 0, meta.served),
-    )
-    del one
-    return Moved(meta, scores, x, reports, trial_accepted)
+    return Moved(meta, scores, x, finishing, finishing & accepted)

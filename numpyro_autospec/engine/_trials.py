@@ -30,15 +30,14 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
+from numpyro_autospec.engine._compact import expand_demand, first_true, running_sum
 from numpyro_autospec.engine._plan import Plan
 from numpyro_autospec.engine._pool import NO_TRIAL, Meta, Pool, Status, pack, unpack
-from numpyro_autospec.engine._tasks import block_key, materialized, rows_after_block
+from numpyro_autospec.engine._tasks import block_key, materialized
 from numpyro_autospec.rejection import trial_keys
 
 __all__ = [
     "Pending",
-    "first_true",
-    "expand_demand",
     "counted_children",
     "pending",
     "resolve",
@@ -56,52 +55,12 @@ class Pending(NamedTuple):
     orphans: Array  # bool[S]: trials whose parent resolved, moved on or was freed
 
 
-def first_true(mask: Array, count: int) -> Array:
-    """The indices of the first ``count`` true entries of ``mask``, padded with
-    ``len(mask)``.
-
-    >>> import jax.numpy as jnp
-    >>> first_true(jnp.array([False, True, True, False, True]), 2).tolist()
-    [1, 2]
-    >>> first_true(jnp.array([False, True]), 3).tolist()
-    [1, 2, 2]
-    """
-    size = mask.shape[0]
-    rank = jnp.cumsum(mask) - 1
-    target = jnp.where(mask & (rank < count), rank, count)
-    return (
-        jnp.full(count, size, jnp.int32)
-        .at[target]
-        .set(jnp.arange(size, dtype=jnp.int32), mode="drop")
-    )
-
-
-def expand_demand(demand: Array, count: int) -> tuple[Array, Array, Array]:
-    """The first ``count`` items of the slots' ``demand`` (items per slot) laid end to end:
-    for each item its slot, its offset among that slot's items, and whether it exists.
-
-    >>> import jax.numpy as jnp
-    >>> owner, offset, exists = expand_demand(jnp.array([2, 0, 1]), 4)
-    >>> owner.tolist(), offset.tolist(), exists.tolist()
-    ([0, 0, 2, 2], [0, 1, 0, 1], [True, True, True, False])
-    """
-    cumulative = jnp.cumsum(demand)
-    item = jnp.arange(count)
-    owner = jnp.minimum(
-        jnp.searchsorted(cumulative, item, side="right", method="compare_all"),
-        demand.shape[0] - 1,
-    ).astype(jnp.int32)
-    offset = item - (cumulative[owner] - demand[owner])
-    return owner, offset.astype(jnp.int32), item < cumulative[-1]
-
-
-def counted_children(meta: Meta) -> tuple[Array, Array]:
+def counted_children(meta: Meta, parents: Meta) -> tuple[Array, Array]:
     """Each slot's numbers of live trials, and of those below its best accepted trial (one
-    segment sum for both)."""
+    segment sum for both; ``parents``: each slot's parent's fields)."""
     size = meta.status.shape[0]
     child = (meta.status != Status.FREE) & (meta.parent >= 0)
-    parent = jnp.clip(meta.parent, 0, size - 1)
-    below = child & (meta.trial < meta.best_trial[parent])
+    below = child & (meta.trial < parents.best_trial)
     counts = jax.ops.segment_sum(
         jnp.stack([child, below], axis=-1).astype(jnp.int32),
         jnp.where(child, meta.parent, size),
@@ -110,12 +69,11 @@ def counted_children(meta: Meta) -> tuple[Array, Array]:
     return counts[:, 0], counts[:, 1]
 
 
-def orphans(meta: Meta) -> Array:
-    """The trials whose parent resolved, moved on or was freed."""
-    size = meta.status.shape[0]
-    parent = jnp.clip(meta.parent, 0, size - 1)
+def orphans(meta: Meta, parents: Meta) -> Array:
+    """The trials whose parent (``parents``: each slot's parent's fields) resolved, moved on
+    or was freed."""
     has_parent = (meta.status != Status.FREE) & (meta.parent >= 0)
-    stale = (meta.epoch[parent] != meta.parent_epoch) | (meta.status[parent] != Status.WAITING)
+    stale = (parents.epoch != meta.parent_epoch) | (parents.status != Status.WAITING)
     return has_parent & stale
 
 
@@ -162,11 +120,12 @@ def apply_reports(plan: Plan, pool: Pool, meta: Meta, lanes: Array, moved) -> tu
     size = plan.num_slots
     reporter = moved.meta
     parent = jnp.clip(reporter.parent, 0, size - 1)
+    parents = unpack(Meta, pack(meta)[parent])
     valid = (
         moved.reports
         & (lanes < size)
-        & (meta.status[parent] == Status.WAITING)
-        & (meta.epoch[parent] == reporter.parent_epoch)
+        & (parents.status == Status.WAITING)
+        & (parents.epoch == reporter.parent_epoch)
     )
     accepted = valid & moved.accepted
     best = meta.best_trial.at[jnp.where(accepted, parent, size)].min(reporter.trial, mode="drop")
@@ -177,7 +136,7 @@ def apply_reports(plan: Plan, pool: Pool, meta: Meta, lanes: Array, moved) -> tu
     )
     scores = pool.scores.at[target, 0].set(moved.scores.log_mu_total, mode="drop")
     x = jax.tree.map(lambda leaf, new: leaf.at[target].set(new, mode="drop"), pool.x, moved.x)
-    destination = (target, next_buffer(meta)[parent])
+    destination = (target, next_buffer(parents, parent))
     source = (reporter.owner, reporter.buffer)
     answers = jax.tree.map(
         lambda leaf: leaf.at[destination].set(leaf[source], mode="drop"), pool.answers
@@ -208,17 +167,14 @@ def admit(context, pool: Pool, meta: Meta, children: Array, orphan: Array):
     first = (demand > 0) & (children == 0)
     # a further trial costs a slot and the need of its half
     cost = 1 + depth[jnp.clip((length + 1) // 2, 0, top)]
-    totals = jnp.cumsum(
-        jnp.stack([free, jnp.where(live & (children == 0), need, 0), idle], axis=0), axis=1
-    )
-    num_free, needs = totals[0, -1], totals[1, -1]
-    budget = num_free - needs
+    num_free = jnp.sum(free)
+    budget = num_free - jnp.sum(jnp.where(live & (children == 0), need, 0))
 
     parent, offset, valid = expand_demand(demand, lanes)
     is_first = first[parent] & (offset == 0)
-    spend = jnp.cumsum(jnp.where(valid & ~is_first, cost[parent], 0))
+    spend = running_sum(jnp.where(valid & ~is_first, cost[parent], 0))
     admitted = valid & (is_first | (spend <= budget))
-    rank = jnp.cumsum(admitted) - 1
+    rank = running_sum(admitted.astype(jnp.int32)) - 1
     admitted = admitted & (rank < num_free)
     destination = first_true(free, lanes)[jnp.clip(rank, 0, lanes - 1)]
     destination = jnp.where(admitted, destination, size)
@@ -226,7 +182,7 @@ def admit(context, pool: Pool, meta: Meta, children: Array, orphan: Array):
 
     # the children: a trial of its parent's block, its left half first, reading the parent's
     # speculation answer (its first half's O_a)
-    parents = jax.tree.map(lambda column: column[parent], meta)
+    parents = unpack(Meta, pack(meta)[parent])
     trial = parents.trial_next + offset
     block = materialized(jax.vmap(block_key)(parents, pool.keys[parent]))
     key_residual = materialized(jax.vmap(jax.random.fold_in)(block, jnp.full_like(trial, 2)))
@@ -261,7 +217,8 @@ def admit(context, pool: Pool, meta: Meta, children: Array, orphan: Array):
         batch=zeros,
         batch_end=zeros,
         best_trial=zeros + NO_TRIAL,
-        tail_rows=rows_after_block(plan, parents),
+        tail_rows=parents.next_rows,
+        next_rows=zeros,
     )
     spawned = jax.ops.segment_sum(
         admitted.astype(jnp.int32), jnp.where(admitted, parent, size), size + 1
@@ -269,7 +226,10 @@ def admit(context, pool: Pool, meta: Meta, children: Array, orphan: Array):
 
     # new draws, in order, while the budget left after the trials lasts
     root_cost = int(plan.depth[plan.policy.recursion_block])
-    starts = idle & (totals[2] * root_cost <= budget - spent) if root_cost > 0 else idle
+    if root_cost > 0:
+        starts = idle & (running_sum(idle.astype(jnp.int32)) * root_cost <= budget - spent)
+    else:
+        starts = idle
     meta = meta._replace(
         status=jnp.where(starts, Status.START, meta.status),
         trial_next=meta.trial_next + spawned,

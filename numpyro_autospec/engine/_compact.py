@@ -1,0 +1,77 @@
+"""Counting over the slots: running sums and compaction, written as a few fused reductions.
+
+The engine lays work out end to end every pass (the slots an event reached, the trials a
+pass spawns, the units of a round).  ``jnp.cumsum``, ``jnp.nonzero`` and ``searchsorted``
+compile on XLA:CPU to several kernels each (a tree of windowed reductions, a scatter); over the
+pool's slots (at most a few thousand) a comparison of every pair is one fused reduction, so
+each helper here is one or two kernels.  Longer axes keep ``jnp.cumsum``.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jax import Array
+
+__all__ = ["running_sum", "count_at_most", "first_true", "expand_demand"]
+
+#: axes longer than this take ``jnp.cumsum`` (a pairwise comparison would cost too much)
+PAIRWISE = 2048
+
+
+def running_sum(values: Array) -> Array:
+    """The inclusive running sum of ``values`` along its first axis.
+
+    >>> import jax.numpy as jnp
+    >>> running_sum(jnp.array([1, 0, 2, 3])).tolist()
+    [1, 1, 3, 6]
+    >>> running_sum(jnp.array([[1, 2], [3, 4]])).tolist()
+    [[1, 2], [4, 6]]
+    """
+    values = jnp.asarray(values)
+    size = values.shape[0]
+    if size > PAIRWISE:
+        return jnp.cumsum(values, axis=0)
+    index = jnp.arange(size)
+    lower = (index[None, :] <= index[:, None]).reshape((size, size) + (1,) * (values.ndim - 1))
+    return jnp.sum(jnp.where(lower, values[None], 0), axis=1)
+
+
+def count_at_most(cumulative: Array, items: Array) -> Array:
+    """For each of ``items``, the number of entries of the non-decreasing ``cumulative``
+    that are at most it: the slot an item falls in when the slots' counts are laid end to
+    end (``jnp.searchsorted(cumulative, items, side="right")``).
+
+    >>> import jax.numpy as jnp
+    >>> count_at_most(jnp.array([2, 2, 3]), jnp.arange(4)).tolist()
+    [0, 0, 2, 3]
+    """
+    return jnp.sum(cumulative[None, :] <= items[:, None], axis=1).astype(jnp.int32)
+
+
+def first_true(mask: Array, count: int) -> Array:
+    """The indices of the first ``count`` true entries of ``mask``, padded with
+    ``len(mask)``.
+
+    >>> import jax.numpy as jnp
+    >>> first_true(jnp.array([False, True, True, False, True]), 2).tolist()
+    [1, 2]
+    >>> first_true(jnp.array([False, True]), 3).tolist()
+    [1, 2, 2]
+    """
+    return count_at_most(running_sum(mask.astype(jnp.int32)), jnp.arange(count))
+
+
+def expand_demand(demand: Array, count: int) -> tuple[Array, Array, Array]:
+    """The first ``count`` items of the slots' ``demand`` (items per slot) laid end to end:
+    for each item its slot, its offset among that slot's items, and whether it exists.
+
+    >>> import jax.numpy as jnp
+    >>> owner, offset, exists = expand_demand(jnp.array([2, 0, 1]), 4)
+    >>> owner.tolist(), offset.tolist(), exists.tolist()
+    ([0, 0, 2, 2], [0, 1, 0, 1], [True, True, True, False])
+    """
+    cumulative = running_sum(demand)
+    item = jnp.arange(count)
+    owner = jnp.minimum(count_at_most(cumulative, item), demand.shape[0] - 1)
+    offset = item - (cumulative[owner] - demand[owner])
+    return owner, offset.astype(jnp.int32), item < cumulative[-1]
