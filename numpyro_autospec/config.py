@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from numpyro_autospec.enumeration import enumeration_size
 from numpyro_autospec.exceptions import ConfigError
 
 __all__ = ["SamplerConfig", "RootPolicy", "AfterWindow", "METHODS", "RULES", "DIFFUSION_GROWTH"]
@@ -60,13 +59,6 @@ def _scaled(value: int | None, default: float, num_steps: int) -> int:
     return max(1, min(int(value), num_steps))
 
 
-def _enumerated(size: int, recursion_block: int, leaf_size: int) -> int:
-    """The largest block whose residual is enumerated: at most ``recursion_block``, and 0 when
-    no block above the leaf size is that small."""
-    size = min(size, recursion_block)
-    return size if size > leaf_size else 0
-
-
 class RootPolicy(NamedTuple):
     """How the root of a draw walks the steps (resolved, static sizes).
 
@@ -93,11 +85,6 @@ class RootPolicy(NamedTuple):
     growth:
         residual growth :math:`\\rho`: batch ``r`` of a residual loop runs
         :math:`\\lceil (1+\\rho)^r \\rceil` trials (never changes the law).
-    enumeration:
-        rejected recursion blocks of ``2..enumeration`` steps draw their residual by
-        enumeration (:mod:`numpyro_autospec.enumeration`: one round) instead of a residual
-        loop; ``0``: never.  Resolved from ``SamplerConfig.residual_enumeration`` and the
-        number of values a step takes.
 
     Example: the resolved root of the default configuration for 1024 steps.
 
@@ -116,7 +103,6 @@ class RootPolicy(NamedTuple):
     recursion_block: int
     leaf_size: int
     growth: float = 1.0
-    enumeration: int = 0
 
     @property
     def answer_rows(self) -> int:
@@ -244,13 +230,6 @@ class SamplerConfig(NamedTuple):
         recurse after a window that advanced fewer steps (default ``sqrt(N) / 4``).
     fallback:
         size of the recursion block after such a window (default ``sqrt(N) / 2``).
-    residual_enumeration:
-        a rejected recursion block whose steps take :math:`q` values draws its residual
-        :math:`(\\mu_S - \\nu_S)_+` by enumeration when its :math:`q^{m-1}` prefix
-        configurations number at most this many: one round of :math:`q^{m-1}` evaluations
-        instead of a residual loop of about :math:`1/\\mathrm{TV}` trials
-        (:mod:`numpyro_autospec.enumeration`; the same law).  ``0``: always the loop (the
-        paper as written).  Only processes with discrete steps enumerate.
 
     The defaults were chosen with ``benchmarks/rounds.py`` (see ``docs/benchmarks.md``).
 
@@ -277,20 +256,16 @@ class SamplerConfig(NamedTuple):
     max_window: int | None = None
     floor: int | None = None
     fallback: int | None = None
-    residual_enumeration: int = 16
 
-    def root_policy(
-        self, num_steps: int, discrete: bool = True, num_categories: int = 0
-    ) -> RootPolicy:
-        """Resolve the root's sizes for a process of ``num_steps`` steps (whose steps take
-        ``num_categories`` values when ``discrete``; 0: unknown, no residual enumeration)."""
+    def root_policy(self, num_steps: int, discrete: bool = True) -> RootPolicy:
+        """Resolve the root's sizes for a process of ``num_steps`` steps (``discrete``: the
+        process has discrete steps, which token and block verification need)."""
         n = max(1, int(num_steps))
         self.validate()
         if self.method == "sequential":
             return RootPolicy(None, n, 0, n, n, 0, n, n)
         leaf = max(1, int(self.leaf_size))
         growth = self.residual_growth(discrete)
-        enumeration = enumeration_size(self.residual_enumeration, num_categories) if discrete else 0
         if self.method in ("assd", "block"):
             if not discrete:
                 raise ConfigError(
@@ -307,8 +282,7 @@ class SamplerConfig(NamedTuple):
             )
         if not windows:
             block = n if self.block_size is None else max(1, min(int(self.block_size), n))
-            enumeration = _enumerated(enumeration, block, leaf)
-            return RootPolicy(None, block, 0, block, block, 0, block, leaf, growth, enumeration)
+            return RootPolicy(None, block, 0, block, block, 0, block, leaf, growth)
         min_window = _scaled(self.min_window, 1.0, n)
         max_window = n if self.max_window is None else max(1, min(int(self.max_window), n))
         min_window = min(min_window, max_window)
@@ -323,7 +297,6 @@ class SamplerConfig(NamedTuple):
             recursion_block=(block := _scaled(self.fallback, 0.5, n)),
             leaf_size=leaf,
             growth=growth,
-            enumeration=_enumerated(enumeration, block, leaf),
         )
 
     def residual_growth(self, discrete: bool = True) -> float:
@@ -352,6 +325,4 @@ class SamplerConfig(NamedTuple):
             raise ConfigError(f"leaf_size must be >= 1, got {self.leaf_size}")
         if self.growth is not None and not (self.growth > 0 and math.isfinite(self.growth)):
             raise ConfigError(f"growth must be a positive number, got {self.growth}")
-        if int(self.residual_enumeration) < 0:
-            raise ConfigError(f"residual_enumeration must be >= 0, got {self.residual_enumeration}")
         return self

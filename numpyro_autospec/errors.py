@@ -236,6 +236,14 @@ class Failure:
                 raise error.with_traceback(None)
         return cls(record, reports)
 
+    def check(self) -> None:
+        """Raise the carried exception now when the record is concrete (on the host) and
+        failed; do nothing under a transformation."""
+        if _is_concrete(self.record):
+            error = self.reports.error(self.record)
+            if error is not None:
+                raise error.with_traceback(None)
+
     def __repr__(self) -> str:
         return f"Failure({self.record!r})"
 
@@ -264,11 +272,16 @@ def carrying_failures(step: Callable) -> Callable:
 
 
 def _is_concrete(value) -> bool:
-    if isinstance(value, np.ndarray | np.integer | int):
-        return True
-    if isinstance(value, jax.core.Tracer) or not isinstance(value, jax.Array):
+    """Whether ``value`` is a record on the host: an array whose last axis holds a record
+    (JAX also rebuilds pytrees with other leaves: axis numbers, placeholders, tracers)."""
+    if isinstance(value, jax.core.Tracer):
         return False
-    return not value.is_deleted() and value.is_fully_addressable
+    if isinstance(value, jax.Array):
+        if value.is_deleted() or not value.is_fully_addressable:
+            return False
+    elif not isinstance(value, np.ndarray):
+        return False
+    return value.ndim >= 1 and value.shape[-1] == RECORD_SIZE
 
 
 # -- aborting programs (the user's own jit) -----------------------------------------------

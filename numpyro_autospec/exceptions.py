@@ -56,16 +56,15 @@ class ConfigError(AutospecError):
     a training loop.
 
     >>> import jax
-    >>> from numpyro_autospec import SamplerConfig
-    >>> from numpyro_autospec.engine import Capacity
-    >>> from numpyro_autospec.engine.plan import plan
+    >>> from numpyro_autospec import engine
     >>> from numpyro_autospec.oracles import CurieWeissOracle
     >>> from numpyro_autospec.processes import AnyOrderProcess
     >>> process = AnyOrderProcess(CurieWeissOracle(4, beta=1.0), 4, 2)
-    >>> plan(process, SamplerConfig(), Capacity(max_queries=0), 1, jax.random.PRNGKey(0))
+    >>> keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    >>> engine.run(process, keys, capacity=engine.Capacity(max_queries=0))
     Traceback (most recent call last):
     ...
-    numpyro_autospec.exceptions.ConfigError: capacity.max_queries must be >= 1, got 0
+    numpyro_autospec.exceptions.ConfigError: capacity.max_queries must be a positive integer, got 0
     """
 
 

@@ -29,9 +29,6 @@ Reuse of queries (exact: the oracle is a deterministic function of the prefix):
 * with ``lookahead`` the scoring round also queries the step right after the block, which an
   accepted block hands to the next block as its speculation query.
 
-A rejected block small enough for :attr:`~numpyro_autospec.config.RootPolicy.enumeration`
-draws its residual by enumeration instead of the loop (:mod:`numpyro_autospec.enumeration`):
-one round of :math:`q^{m-1}` evaluations, no lookahead answer.
 """
 
 from __future__ import annotations
@@ -44,7 +41,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from numpyro_autospec.config import SamplerConfig
-from numpyro_autospec.enumeration import sample_residual, target_rows
 from numpyro_autospec.processes.base import has_discrete_steps
 from numpyro_autospec.rejection import (
     batch_size,
@@ -147,14 +143,6 @@ class _Jitted:
             """A trial ``y ~ mu`` is kept with probability ``max(0, 1 - nu / mu)``."""
             return residual_accepts(key, log_mu_y, process.spec_logp(y, a, m, answer))
 
-        def enumerate_residual(key, x, a, m, answer):
-            """The block drawn from its residual by enumeration (one round)."""
-            result = sample_residual(
-                process, key, x, a, m, answer, policy.enumeration, block_scoring
-            )
-            return result.x, result.log_mu, result.evaluations
-
-        self.enumerate_residual = jax.jit(enumerate_residual)
         self.leaf_step = jax.jit(leaf_step)
         self.speculate = jax.jit(speculate, static_argnums=(3, 5))
         self.residual_test = jax.jit(residual_test, static_argnums=3)
@@ -187,6 +175,17 @@ class _Jitted:
             self.window = jax.jit(window, static_argnums=(5, 6, 7))
 
 
+def target_rows(process, x, first, num_rows: int, block_scoring: bool):
+    """The target rows of the steps ``first..first+num_rows-1``, each given its own prefix:
+    one ``score_block`` call, or one single-step query per step."""
+    if block_scoring:
+        return process.score_block(x, first, num_rows)
+    last = process.num_steps - 1
+    steps = jnp.minimum(first + jnp.arange(num_rows), last)
+    answers = jax.vmap(process.query, (None, 0, None))(x, steps, 1)
+    return jax.vmap(process.reduce, (None, 0, 0))(x, steps, answers)
+
+
 @functools.lru_cache(maxsize=32)
 def _jitted(process, policy) -> _Jitted:
     return _Jitted(process, policy)
@@ -198,9 +197,7 @@ class _Sampler:
         self.final_query = process.final_query
         self.config = config.validate()
         discrete = has_discrete_steps(process)
-        self.policy = config.root_policy(
-            self.n, discrete, process.num_categories if discrete else 0
-        )
+        self.policy = config.root_policy(self.n, discrete)
         self.p = _jitted(process, self.policy)
         self.block_scoring = self.p.block_scoring
         self.leaf = self.policy.leaf_size
@@ -236,10 +233,6 @@ class _Sampler:
         rounds, queries = rounds + 1, queries + scoring + lookahead
         if accepted:
             return _Result(x_spec, log_mu, answer_next, rounds, queries)
-
-        if m <= self.policy.enumeration:  # the residual by enumeration: one round
-            x, log_mu, evaluations = p.enumerate_residual(k_residual, x, a, m, answer)
-            return _Result(x, log_mu, None, rounds + 1, queries + int(evaluations))
 
         # residual loop: batches of parallel trials, the first accepted trial wins
         half = (m + 1) // 2

@@ -23,10 +23,9 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
-from numpyro_autospec import errors
 from numpyro_autospec.engine import Samples
+from numpyro_autospec.engine._failure import carried_failure
 from numpyro_autospec.engine.keys import engine_keys
-from numpyro_autospec.engine.scheduler import report_failure
 
 __all__ = ["sequential_run", "sequential_draw"]
 
@@ -119,6 +118,7 @@ def sequential_run(process, keys: Array, *, validate: bool = True) -> Samples:
     )(keys)
     draw = jnp.argmax(defects[:, 0] != 0).astype(jnp.int32)  # the first defective draw
     defect = jnp.concatenate([defects[draw], draw[None]])  # (code, row, step, draw)
-    with errors.project_errors():
-        report_failure(process, defect, jnp.asarray(False))
-    return Samples(value, rounds, queries)
+    failure = carried_failure(process, defect, jnp.asarray(False))
+    if failure is not None:
+        failure.check()
+    return Samples(value, rounds, queries, failure=failure)

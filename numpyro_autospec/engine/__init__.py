@@ -1,6 +1,8 @@
-"""The round scheduler that runs autospeculation (and its peers) as one compiled program."""
+"""The engine: exact draws of a process in rounds of batched oracle calls, as one compiled
+loop (docs/algorithm.md, sections 3-4)."""
 
-from numpyro_autospec.engine.scheduler import Capacity, Samples, plan, run
+from numpyro_autospec.engine._plan import Capacity
+from numpyro_autospec.engine._run import Samples, run
 from numpyro_autospec.engine.sharding import ShardingError
 
-__all__ = ["Capacity", "Samples", "ShardingError", "plan", "run"]
+__all__ = ["Capacity", "Samples", "ShardingError", "run"]

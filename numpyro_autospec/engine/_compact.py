@@ -3,8 +3,8 @@
 The engine lays work out end to end every pass (the slots an event reached, the trials a
 pass spawns, the units of a round).  ``jnp.cumsum``, ``jnp.nonzero`` and ``searchsorted``
 compile on XLA:CPU to several kernels each (a tree of windowed reductions, a scatter); over the
-pool's slots (at most a few thousand) a comparison of every pair is one fused reduction, so
-each helper here is one or two kernels.  Longer axes keep ``jnp.cumsum``.
+pool's slots of a small pool a comparison of every pair is one fused reduction, so each
+helper here is one or two kernels.  Longer axes keep ``jnp.cumsum`` and a binary search.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from jax import Array
 
 __all__ = ["running_sum", "count_at_most", "first_true", "expand_demand"]
 
-#: axes longer than this take ``jnp.cumsum`` (a pairwise comparison would cost too much)
-PAIRWISE = 2048
+#: axes longer than this take ``jnp.cumsum`` and a binary search (a comparison of every pair
+#: costs ``O(n^2)``: 0.2 ms at 32 x 512 pairs on a 2-core CPU, 1.1 ms at 256 x 4500)
+PAIRWISE = 128
 
 
 def running_sum(values: Array) -> Array:
@@ -45,6 +46,9 @@ def count_at_most(cumulative: Array, items: Array) -> Array:
     >>> count_at_most(jnp.array([2, 2, 3]), jnp.arange(4)).tolist()
     [0, 0, 2, 3]
     """
+    if cumulative.shape[0] > PAIRWISE:
+        found = jnp.searchsorted(cumulative, items, side="right", method="scan_unrolled")
+        return found.astype(jnp.int32)
     return jnp.sum(cumulative[None, :] <= items[:, None], axis=1).astype(jnp.int32)
 
 

@@ -26,11 +26,11 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
+from numpyro_autospec.engine._compact import first_true
 from numpyro_autospec.engine._plan import Plan
 from numpyro_autospec.engine._pool import Meta, Pool, Scores, Status, pack, unpack
 from numpyro_autospec.engine._round import query_round
 from numpyro_autospec.engine._tasks import Lane, advance
-from numpyro_autospec.engine._compact import first_true
 from numpyro_autospec.engine._trials import (
     Pending,
     admit,
@@ -99,7 +99,11 @@ def one_pass(context: Context, state: EngineState) -> EngineState:
     lane_meta = meta if everyone else unpack(Meta, packed[slot])
     parent = jnp.clip(lane_meta.parent, 0, size - 1)
     parents = unpack(Meta, packed[parent])
-    take = (lambda tree: tree) if everyone else (lambda tree: jax.tree.map(lambda leaf: leaf[slot], tree))
+    take = (
+        (lambda tree: tree)
+        if everyone
+        else (lambda tree: jax.tree.map(lambda leaf: leaf[slot], tree))
+    )
     lane = Lane(
         slot=slot,
         meta=lane_meta,
@@ -109,7 +113,9 @@ def one_pass(context: Context, state: EngineState) -> EngineState:
         answer=_answer(pool.answers, lane_meta.owner, lane_meta.buffer),
         next_answer=_answer(pool.answers, slot, next_buffer(lane_meta, slot)),
         parent_answer=_answer(pool.answers, parents.owner, parents.buffer),
-        window_rows=jax.tree.map(lambda leaf: leaf[jnp.minimum(slot, draws - 1)], state.window_rows),
+        window_rows=jax.tree.map(
+            lambda leaf: leaf[jnp.minimum(slot, draws - 1)], state.window_rows
+        ),
     )
     moved = jax.vmap(lambda lane: advance(context, lane))(lane)
     active = moving[slot] & (index < size)
@@ -181,14 +187,14 @@ def initial_state(context: Context) -> EngineState:
     answer_like = jax.eval_shape(
         lambda x: process.query(x, 0, plan.answer_rows), jax.tree.map(lambda leaf: leaf[0], x_roots)
     )
-    reduced_like = jax.eval_shape(process.reduce, jax.tree.map(lambda leaf: leaf[0], x_roots), 0, answer_like)
+    reduced_like = jax.eval_shape(
+        process.reduce, jax.tree.map(lambda leaf: leaf[0], x_roots), 0, answer_like
+    )
 
     def tile(leaf, count, lead=()):
         return jnp.zeros((count, *lead, *leaf.shape), leaf.dtype)
 
-    x = jax.tree.map(
-        lambda leaf: jnp.concatenate([leaf, tile(leaf[0], size - draws)]), x_roots
-    )
+    x = jax.tree.map(lambda leaf: jnp.concatenate([leaf, tile(leaf[0], size - draws)]), x_roots)
     answers = jax.tree.map(lambda leaf: tile(leaf, size, (2,)), answer_like)
     window_rows = jax.tree.map(lambda leaf: tile(leaf, draws, (plan.window_size,)), reduced_like)
     slots = jnp.arange(size, dtype=jnp.int32)
@@ -225,9 +231,7 @@ def initial_state(context: Context) -> EngineState:
         tail_rows=zeros,
         next_rows=zeros,
     )
-    keys = jnp.concatenate(
-        [key_run[:, None], key_run[:, None], key_run[:, None]], axis=1
-    )
+    keys = jnp.concatenate([key_run[:, None], key_run[:, None], key_run[:, None]], axis=1)
     keys = jnp.concatenate([keys, jnp.broadcast_to(keys[:1], (size - draws, 3))])
     pool = Pool(
         meta=pack(meta),
@@ -261,4 +265,6 @@ def run_loop(context: Context) -> EngineState:
         going = ~jnp.all(status == Status.DONE) & ~state.stalled & (state.defect[0] == 0)
         return going & (state.passes < plan.max_passes)
 
-    return jax.lax.while_loop(running, lambda state: one_pass(context, state), initial_state(context))
+    return jax.lax.while_loop(
+        running, lambda state: one_pass(context, state), initial_state(context)
+    )

@@ -34,6 +34,10 @@ RECURSION_ROOT_SLOTS = 512
 
 #: bytes one pass of the transitions may gather per lane-set when sizes are chosen by default
 LANE_BYTES = 1 << 20
+#: pools of at most this many slots advance every slot each pass (no compaction)
+EVERY_SLOT = 64
+#: at most this many lanes by default (a pass's counting is pairwise over its lanes)
+MAX_LANES = 256
 
 
 class Capacity(NamedTuple):
@@ -140,7 +144,7 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
     mesh = check_mesh(capacity.mesh)
     num_steps = int(process.num_steps)
     discrete = has_discrete_steps(process)
-    policy = config.root_policy(num_steps, discrete, process.num_categories if discrete else 0)
+    policy = config.root_policy(num_steps, discrete)
     recursion_block = policy.recursion_block
     windows = policy.rule is not None
     window_size = policy.max_window if windows else 1
@@ -176,9 +180,14 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
 
     lanes = _optional(capacity.max_transitions, "capacity.max_transitions")
     if lanes is None:
-        # a pass gathers every lane's state and two answers (and a root's window rows)
+        # a pass advances every slot of a small pool in place; a larger one gathers the slots
+        # an event reached, up to as many as move about LANE_BYTES (each lane's state, its
+        # two answers and a root's window rows)
         lane_bytes = slot_bytes + (nbytes(answer_shape) if windows else 0)
-        lanes = num_slots if num_slots * lane_bytes <= 4 * LANE_BYTES else LANE_BYTES // lane_bytes
+        if num_slots <= EVERY_SLOT and num_slots * lane_bytes <= 4 * LANE_BYTES:
+            lanes = num_slots
+        else:
+            lanes = min(MAX_LANES, max(2, LANE_BYTES // lane_bytes))
     lanes = max(1, min(int(lanes), num_slots))
     spawn_lanes = max(1, min(lanes, trials))
 
@@ -190,7 +199,9 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         unit_rows = max(1, longest_block - 1 + answer_rows)
         rows_per_call = process.rows_per_call
         if rows_per_call is not None:
-            unit_rows = min(unit_rows, positive_integer(rows_per_call, "rows_per_call", ConfigError))
+            unit_rows = min(
+                unit_rows, positive_integer(rows_per_call, "rows_per_call", ConfigError)
+            )
     else:
         unit_rows = 1
     chunk = _optional(capacity.chunk_size, "capacity.chunk_size")

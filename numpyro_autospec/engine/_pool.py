@@ -103,17 +103,10 @@ class Pool(NamedTuple):
 
 
 def pack(view: NamedTuple) -> Array:
-    """The columns of ``view`` stacked along the last axis.  Written as a chain of selects
-    into the packed layout, which XLA fuses with the columns' computations into one kernel
-    (a ``concatenate`` of many columns is a kernel of its own, after one kernel per column)."""
+    """The columns of ``view`` stacked along the last axis."""
     columns = [jnp.asarray(column) for column in view]
     dtype = jnp.result_type(*columns)
-    shape = jnp.broadcast_shapes(*(column.shape for column in columns))
-    index = jnp.arange(len(columns))
-    packed = jnp.zeros((*shape, len(columns)), dtype)
-    for position, column in enumerate(columns):
-        packed = jnp.where(index == position, jnp.expand_dims(column, -1).astype(dtype), packed)
-    return packed
+    return jnp.stack([column.astype(dtype) for column in columns], axis=-1)
 
 
 def unpack(cls, array: Array):
@@ -128,7 +121,9 @@ def choose(condition, new, old):
     def select(a, b):
         if a is b:
             return a
-        c = jnp.reshape(condition, jnp.shape(condition) + (1,) * (jnp.ndim(b) - jnp.ndim(condition)))
+        c = jnp.reshape(
+            condition, jnp.shape(condition) + (1,) * (jnp.ndim(b) - jnp.ndim(condition))
+        )
         return jnp.where(c, a, b)
 
     return jax.tree.map(select, new, old)

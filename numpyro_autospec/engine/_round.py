@@ -108,7 +108,9 @@ def _evaluate_block(context, pool: Pool, meta: Meta, need: Demand, slot, first, 
     scoring = item < need.scoring[slot][:, None]
     spec_index = item - need.scoring[slot][:, None]
     step = jnp.where(
-        scoring, meta.block_start[slot][:, None] + 1 + item, need.spec_at[slot][:, None] + spec_index
+        scoring,
+        meta.block_start[slot][:, None] + 1 + item,
+        need.spec_at[slot][:, None] + spec_index,
     )
     prefix = jnp.where(scoring, step, need.spec_at[slot][:, None])
     step = jnp.clip(step, 0, plan.num_steps - 1)

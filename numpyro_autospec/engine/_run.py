@@ -10,9 +10,10 @@ from jax import Array
 
 from numpyro_autospec import errors
 from numpyro_autospec.config import SamplerConfig
+from numpyro_autospec.engine._failure import carried_failure
 from numpyro_autospec.engine._loop import Context, run_loop
 from numpyro_autospec.engine._plan import Capacity, plan
-from numpyro_autospec.engine._pool import Meta, unpack
+from numpyro_autospec.engine._pool import Meta, Status, unpack
 from numpyro_autospec.engine.keys import engine_keys
 
 __all__ = ["Samples", "run"]
@@ -20,13 +21,31 @@ __all__ = ["Samples", "run"]
 
 class Samples(NamedTuple):
     """Draws with the cost the engine executed for each (leading axis: draw): ``rounds``
-    (batched oracle calls), ``queries`` (oracle evaluations) and ``conditionals`` (rows of
-    conditionals the draw used)."""
+    (batched oracle calls), ``queries`` (oracle evaluations: a speculation, a block's scoring
+    with its lookahead, a leaf step each count one) and ``conditionals`` (rows of conditionals
+    the draw used), and the run's ``failure`` (:mod:`numpyro_autospec.engine._failure`: it
+    raises the run's error where the samples reach the host; ``None`` inside the NumPyro
+    kernel, which carries it itself).
+
+    Example
+    -------
+    >>> import jax
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> from numpyro_autospec.sequential import sequential_run
+    >>> process = AnyOrderProcess(CurieWeissOracle(4, beta=0.5), 4, 2)
+    >>> samples = sequential_run(process, jax.random.split(jax.random.PRNGKey(0), 2))
+    >>> samples._fields
+    ('value', 'rounds', 'queries', 'conditionals', 'failure')
+    >>> samples.value.shape, samples.rounds.tolist()
+    ((2, 4), [4, 4])
+    """
 
     value: Any
     rounds: Array
     queries: Array
     conditionals: Array | None = None
+    failure: errors.Failure | None = None
 
 
 def run(
@@ -37,26 +56,46 @@ def run(
     *,
     validate: bool = True,
 ) -> Samples:
-    """Draw ``len(keys)`` exact samples from ``process``, sharing one task pool."""
-    from numpyro_autospec.engine.scheduler import report_failure
+    """Draw ``len(keys)`` exact samples from ``process``, sharing one task pool.
 
+    Draw ``i`` equals ``numpyro_autospec.reference.sample(process, keys[i], config).value``;
+    ``rounds[i]``, ``queries[i]`` and ``conditionals[i]`` are what the engine executed for it.
+    Pure JAX: works under ``jit`` and ``vmap`` (``process``, ``config`` and ``capacity`` are
+    static; the process's parameters may be traced).
+
+    With ``validate`` (default) every oracle answer is checked inside the compiled program
+    (``process.answer_defect``: for any-order oracles NaN, ``+inf`` and unnormalized rows; for
+    denoisers NaN and infinities); the run stops at the first defect and its
+    :class:`~numpyro_autospec.oracles.OracleError` (naming the site, the row and the step) is
+    raised where the returned :class:`Samples` reach the host: by this call when it runs
+    eagerly, by the output of your ``jax.jit`` when it returns them.
+
+    Example
+    -------
+    >>> import jax
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(16, beta=1.0), 16, 2)
+    >>> samples = run(process, jax.random.split(jax.random.PRNGKey(0), 2))
+    >>> samples.value.shape, samples.rounds.shape
+    ((2, 16), (2,))
+    """
     config = config or SamplerConfig()
     capacity = capacity or Capacity()
     keys = engine_keys(keys)
-    context = Context(process, plan(process, config, capacity, keys.shape[0], keys[0]), keys, validate)
-    with errors.project_errors():
-        state = run_loop(context)
-        draws = context.plan.num_draws
-        meta = unpack(Meta, state.pool.meta[:draws])
-        x = jax.tree.map(lambda leaf: leaf[:draws], state.pool.x)
-        final = None
-        if context.plan.final_query:
-            final = jax.tree.map(
-                lambda leaf: leaf[jnp.arange(draws), meta.buffer], state.pool.answers
-            )[:draws] if False else jax.tree.map(
-                lambda leaf: leaf[:draws][jnp.arange(draws), meta.buffer], state.pool.answers
-            )
-        value = jax.vmap(process.output)(x, final)
-        incomplete = state.stalled | ~jnp.all(meta.status == 9)
-        report_failure(process, state.defect, incomplete)
-    return Samples(value, state.rounds, state.queries, state.conditionals)
+    context = Context(
+        process, plan(process, config, capacity, keys.shape[0], keys[0]), keys, validate
+    )
+    state = run_loop(context)
+    draws = context.plan.num_draws
+    meta = unpack(Meta, state.pool.meta[:draws])
+    x = jax.tree.map(lambda leaf: leaf[:draws], state.pool.x)
+    final = None
+    if context.plan.final_query:
+        final = jax.tree.map(lambda leaf: leaf[jnp.arange(draws), meta.buffer], state.pool.answers)
+    value = jax.vmap(process.output)(x, final)
+    incomplete = state.stalled | ~jnp.all(meta.status == Status.DONE)
+    failure = carried_failure(process, state.defect, incomplete)
+    if failure is not None:
+        failure.check()
+    return Samples(value, state.rounds, state.queries, state.conditionals, failure)

@@ -280,9 +280,7 @@ def advance(context, lane: Lane) -> Moved:
     if plan.final_query:
         root_done = jnp.where(meta.has_next == 1, Status.DONE, Status.NEED_FINAL)
     flipped = meta._replace(
-        status=jnp.where(
-            finished, jnp.where(is_root, root_done, Status.FINISHED), Status.START
-        ),
+        status=jnp.where(finished, jnp.where(is_root, root_done, Status.FINISHED), Status.START),
         has_answer=meta.has_next,
         has_next=jnp.zeros_like(meta.has_next),
         owner=jnp.zeros_like(meta.owner) + lane.slot,
@@ -319,7 +317,9 @@ def advance(context, lane: Lane) -> Moved:
         )
     )
     asks = starting & ~speculate & (meta.has_answer == 0)  # a leaf or a block without O_a
-    meta = meta._replace(next_rows=jnp.where(starting, rows_after_block(plan, meta), meta.next_rows))
+    meta = meta._replace(
+        next_rows=jnp.where(starting, rows_after_block(plan, meta), meta.next_rows)
+    )
     no_items = scoring_items(plan, meta) == 0
     meta = meta._replace(
         status=jnp.where(

@@ -94,9 +94,7 @@ def resolve(plan: Plan, meta: Meta, due: Pending) -> Meta:
     next_batch = jnp.minimum(meta.batch + 1, sizes.shape[0] - 1)
     resolved, exhausted, orphan = due
     return meta._replace(
-        status=jnp.where(
-            resolved, Status.BLOCK_DONE, jnp.where(orphan, Status.FREE, meta.status)
-        ),
+        status=jnp.where(resolved, Status.BLOCK_DONE, jnp.where(orphan, Status.FREE, meta.status)),
         cursor=jnp.where(resolved, meta.block_end, meta.cursor),
         epoch=meta.epoch + (resolved | orphan),
         batch=jnp.where(exhausted, next_batch, meta.batch),
@@ -170,8 +168,13 @@ def admit(context, pool: Pool, meta: Meta, children: Array, orphan: Array):
     num_free = jnp.sum(free)
     budget = num_free - jnp.sum(jnp.where(live & (children == 0), need, 0))
 
-    parent, offset, valid = expand_demand(demand, lanes)
-    is_first = first[parent] & (offset == 0)
+    # the first trials of every waiting task first (they are always admitted, so further
+    # trials never crowd them out of the pass's lanes), then the further trials
+    wanted = jnp.concatenate([first.astype(jnp.int32), demand - first])
+    candidate, offset, valid = expand_demand(wanted, lanes)
+    is_first = candidate < size
+    parent = jnp.where(is_first, candidate, candidate - size)
+    offset = offset + jnp.where(is_first, 0, first[parent])
     spend = running_sum(jnp.where(valid & ~is_first, cost[parent], 0))
     admitted = valid & (is_first | (spend <= budget))
     rank = running_sum(admitted.astype(jnp.int32)) - 1

@@ -1,9 +1,9 @@
 """Query batches across devices: a round's oracle batch split over a device mesh.
 
-A round of the engine (:mod:`numpyro_autospec.engine.rounds`) evaluates the oracle on a batch
+A round of the engine (:mod:`numpyro_autospec.engine._round`) evaluates the oracle on a batch
 of independent queries: one lane per query, no lane reading another's answer
 (docs/algorithm.md, section 1: the queries of a round are the parallel work of the sampler).
-With a mesh in :class:`~numpyro_autospec.engine.plan.Capacity` (``Capacity(mesh=mesh)``),
+With a mesh in :class:`~numpyro_autospec.engine.Capacity` (``Capacity(mesh=mesh)``),
 :func:`sharded_batch` pads the batch axis to a multiple of the mesh size, constrains the
 oracle's inputs and outputs to be split along that axis over every device of the mesh
 (:func:`jax.lax.with_sharding_constraint`), so that XLA's SPMD partitioner runs each device's

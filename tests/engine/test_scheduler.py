@@ -12,15 +12,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import numpyro_autospec.engine.transitions as transitions
+import numpyro_autospec.engine._tasks as tasks
 from numpyro_autospec import reference
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import Capacity, run
-from numpyro_autospec.engine.keys import engine_keys
-from numpyro_autospec.engine.plan import plan
-from numpyro_autospec.engine.rounds import query_round
-from numpyro_autospec.engine.scheduler import micro_step, pending, transitions_pending
-from numpyro_autospec.engine.state import initial_state, make_context
 from numpyro_autospec.oracles import (
     CurieWeissOracle,
     IsingChainOracle,
@@ -43,7 +38,7 @@ CONFIGS = {
     "block": SamplerConfig(method="block", block_size=4),
     "sequential": SamplerConfig(method="sequential"),
 }
-STARVED = Capacity(num_slots=3, max_queries=1, max_transitions=1)
+STARVED = Capacity(num_slots=2, max_queries=1, max_transitions=1)
 #: keys per engine call: the runs of one config and capacity share one compiled program, and
 #: the default capacity holds every task of its draws (6 slots a draw for the paper's root at
 #: n = 4, 2 for the others, at most 8192: ``engine.plan.plan``), so that every draw takes the
@@ -217,7 +212,7 @@ def test_ising_chain_statistics():
 
 def test_wrong_sampler_is_caught(monkeypatch):
     """Residual trials accepted unconditionally: the law becomes min(mu, nu) + TV mu."""
-    monkeypatch.setattr(transitions, "residual_accepts", lambda key, log_mu, log_nu: True)
+    monkeypatch.setattr(tasks, "residual_log_accept_prob", lambda log_mu, log_nu: 0.0 * log_mu)
     oracle = random_table(2)
     value, _, _ = engine_draws(
         AnyOrderProcess(oracle, N, Q), jax.random.PRNGKey(13), 8_000, CONFIGS["paper"], share=False
@@ -266,46 +261,3 @@ def test_too_small_pool_is_refused():
             CONFIGS["paper"],
             Capacity(num_slots=1),
         )
-
-
-@pytest.mark.parametrize(
-    ("name", "capacity"),
-    [("autospec-fallback", STARVED), ("paper", None)],
-    ids=["windows", "paper"],
-)
-def test_pending_says_whether_a_micro_step_moves(name, capacity):
-    """The settle loop asks :func:`scheduler.pending` before each micro-step instead of
-    running one that finds nothing to do, so ``pending`` must be exact: at every micro-step of
-    a run (windows with a starved pool: admission limited by free slots and query capacity;
-    the paper's recursion: residual trials), it says the micro-step moves if and only if it
-    does.  A predicate that forgets admission (``transitions_pending`` alone) is caught.  The
-    windows' case draws with fallback recursion blocks (the configuration whose starved
-    program the capacity checks compile)."""
-    process = AnyOrderProcess(random_table(3), N, Q)
-    num_draws = 12
-    draw_keys = jax.random.split(jax.random.PRNGKey(14), num_draws)
-    keys = engine_keys(draw_keys)
-    config = CONFIGS[name]
-    context = make_context(
-        process, plan(process, config, capacity or Capacity(), num_draws, keys[0]), keys
-    )
-    step = jax.jit(lambda state: micro_step(context, state))
-    ask = jax.jit(lambda state: (pending(context, state), transitions_pending(context, state.pool)))
-    one_round = jax.jit(lambda state: query_round(context, state))
-    state = jax.jit(lambda: initial_state(context))()
-    micro_steps, rounds, admission_only = 0, 0, 0
-    while not np.all(state.done):
-        predicted, without_admission = (bool(flag) for flag in ask(state))
-        state, moved = step(state)
-        assert predicted == bool(moved), (micro_steps, rounds)
-        admission_only += bool(moved) and not without_admission
-        micro_steps += 1
-        if not moved:
-            state = one_round(state)
-            rounds += 1
-            assert rounds < 1000
-    assert admission_only > 0
-    # the run drew what engine.run draws from the same keys (in the program that
-    # test_capacities_do_not_change_draws and test_draws_equal_the_reference compile)
-    value, _, _ = draws_of_keys(process, draw_keys, config, capacity)
-    np.testing.assert_array_equal(state.output, value)
