@@ -3,39 +3,25 @@ r"""Errors found inside a compiled program reach the caller as the project's own
 The engine validates every oracle answer inside the compiled program and records the first
 defect as data: ``(code, row, step, draw)``.  Turning that record into an
 :class:`~numpyro_autospec.defects.OracleError` (a
-:class:`~numpyro_autospec.denoisers.DenoiserError` for a denoiser) happens on the host, in
-one of two ways:
+:class:`~numpyro_autospec.denoisers.DenoiserError` for a denoiser) happens on the host, where
+the record arrives; no host callback is involved, so JAX's persistent compilation cache can
+keep every program.
 
-* **Carried failures** (how :class:`~numpyro_autospec.numpyro.AutospecKernel` reports through
-  NumPyro's ``MCMC``, which jits its own loop).  While the kernel's step is traced inside
-  :func:`collecting`, an engine run does not abort: it hands its defect record over as data
-  (:func:`collect`), and the step stores the first failure in the state as a
-  :class:`Failure`.  A :class:`Failure` is a pytree node whose static half
-  (:class:`FailureReports`) knows how each engine run of the step names its site and the
-  user's function; unflattening it on the host with a concrete failed record raises the
-  exception: the first point outside the compiled program where the state is rebuilt (the end
-  of ``MCMC.run``'s loop, or of each iteration with the progress bar) raises the project's
-  exception.  The program has no host callback, so JAX's persistent compilation cache can
-  keep it (a new ``MCMC`` of the same model loads it instead of compiling).
-* **Aborting programs** (``engine.run`` under the user's own ``jax.jit``).  A host callback
-  raises the exception, which aborts the program: JAX hands the caller a
-  :class:`jax.errors.JaxRuntimeError` whose *last* line is the real error, so ``except
-  OracleError`` cannot catch it.  The callback first stores the exception (:func:`deposit`,
-  the approach of Equinox's ``filter_jit`` with ``error_if``); :func:`project_error` finds the
-  deposited exception behind the runtime error, and :func:`project_errors` (a context manager)
-  re-raises it, ``from`` the runtime error::
-
-      with project_errors():
-          jax.jit(lambda keys: engine.run(process, keys))(keys)   # raises OracleError
-
-Deposits are kept for the last :data:`MAX_DEPOSITS` failures.
+* A run returns its failure with its samples (``Samples.failure``), a :class:`Failure`: a
+  pytree node whose static half (:class:`FailureReports`) knows how the run names its site and
+  the user's function.  Rebuilding a :class:`Failure` on the host with a concrete failed record
+  raises the exception: an eager ``engine.run`` raises it, and so does the output of your own
+  ``jax.jit`` that returns the samples (return them, or their ``failure``, for the error to
+  reach you).
+* Inside the NumPyro kernel's step (:func:`collecting`), an engine run hands its record to the
+  step (:func:`collect`), which stores the first failure in its state
+  (:func:`carrying_failures`): the end of ``MCMC.run``'s loop, where the state is rebuilt on
+  the host, raises it.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import itertools
 import threading
 from collections.abc import Callable, Iterator
 
@@ -45,18 +31,9 @@ import numpy as np
 from jax import Array
 from jax.extend.core import get_opaque_trace_state
 
-from numpyro_autospec.exceptions import AutospecError
+# the user-facing names; the collection machinery below is used by the engine and the kernel
+__all__ = ["Failure", "FailureReports"]
 
-# the user-facing names; the deposit and collection machinery below is used by the engine and
-# the kernel and documented for contributors
-__all__ = ["Failure", "project_error", "project_errors"]
-
-MAX_DEPOSITS = 256
-"""How many deposited exceptions are kept (the oldest are forgotten first)."""
-
-_lock = threading.Lock()
-_deposits: collections.OrderedDict[int, BaseException] = collections.OrderedDict()
-_tickets = itertools.count(1)
 _trace_time = threading.local()  # per thread: the stack of open collecting() blocks
 
 
@@ -66,22 +43,6 @@ def _collectors() -> list[tuple[object, list]]:
     if not hasattr(_trace_time, "collectors"):
         _trace_time.collectors = []
     return _trace_time.collectors
-
-
-def deposit(error: BaseException) -> int:
-    """Host side: keep ``error`` and return its ticket (a positive int32)."""
-    with _lock:
-        ticket = next(_tickets)
-        _deposits[ticket] = error
-        while len(_deposits) > MAX_DEPOSITS:
-            _deposits.popitem(last=False)
-    return ticket
-
-
-def deposited(ticket: int) -> BaseException | None:
-    """The exception deposited under ``ticket``, or ``None`` (forgotten, or no ticket)."""
-    with _lock:
-        return _deposits.get(int(ticket))
 
 
 # -- carried failures (the kernel's path) -------------------------------------------------
@@ -282,64 +243,3 @@ def _is_concrete(value) -> bool:
     elif not isinstance(value, np.ndarray):
         return False
     return value.ndim >= 1 and value.shape[-1] == RECORD_SIZE
-
-
-# -- aborting programs (the user's own jit) -----------------------------------------------
-def project_error(error: BaseException) -> BaseException | None:
-    """The project's exception behind ``error``: ``error`` itself when it is already one,
-    the deposited exception whose message a :class:`jax.errors.JaxRuntimeError` carries (an
-    engine run that aborted a compiled program), else ``None``.
-
-    Example
-    -------
-    The project's own exceptions (:class:`~numpyro_autospec.AutospecError`) pass through,
-    others give ``None``
-    (:func:`project_errors` shows a compiled program that aborted):
-
-    >>> from numpyro_autospec.oracles import OracleError
-    >>> error = OracleError("site 'x': row 3 is NaN")
-    >>> project_error(error) is error, project_error(ValueError("not the project's"))
-    (True, None)
-    """
-    if isinstance(error, AutospecError):
-        return error
-    if not isinstance(error, jax.errors.JaxRuntimeError):
-        return None
-    text = str(error)
-    with _lock:
-        candidates = list(reversed(_deposits.values()))
-    for candidate in candidates:
-        if f"{type(candidate).__name__}: {candidate}" in text:
-            return candidate
-    return None
-
-
-@contextlib.contextmanager
-def project_errors() -> Iterator[None]:
-    """Re-raise a :class:`jax.errors.JaxRuntimeError` that carries one of the project's
-    exceptions as that exception (``from`` the runtime error); other errors pass unchanged.
-
-    Example
-    -------
-    >>> import jax, jax.numpy as jnp
-    >>> from numpyro_autospec import engine
-    >>> from numpyro_autospec.oracles import OracleError
-    >>> from numpyro_autospec.processes import AnyOrderProcess
-    >>> def broken(x, mask):  # NaN rows: a defect found inside the compiled program
-    ...     return jnp.full((2, 2), jnp.nan)
-    >>> bad = AnyOrderProcess(broken, 2, 2)
-    >>> keys = jax.random.split(jax.random.PRNGKey(0), 2)
-    >>> try:
-    ...     with project_errors():
-    ...         jax.jit(lambda keys: engine.run(bad, keys))(keys)
-    ... except OracleError as error:
-    ...     print("caught", type(error).__name__)
-    caught OracleError
-    """
-    try:
-        yield
-    except jax.errors.JaxRuntimeError as runtime_error:
-        original = project_error(runtime_error)
-        if original is None:
-            raise
-        raise original.with_traceback(None) from runtime_error

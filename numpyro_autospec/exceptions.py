@@ -4,8 +4,8 @@ Every error that numpyro-autospec raises because of what a user passed -- an ora
 that breaks its contract, a configuration, an observation, a time grid, a model it cannot draw
 exactly -- is an :class:`AutospecError`, so ``except AutospecError`` catches them all, also
 when a run fails inside its compiled program (the kernel and an eager engine run re-raise the
-failure as its type; under your own ``jax.jit``, :func:`numpyro_autospec.errors.project_errors`
-does: docs/numpyro.md, "Errors inside the compiled program").  Each is also a
+failure as its type, and so does the output of your own ``jax.jit`` that returns the samples;
+docs/numpyro.md, "Errors inside the compiled program").  Each is also a
 :class:`ValueError`, the type Python code expects for a bad value.  The families:
 
 * :class:`ConfigError`: a sampler's knobs (:class:`~numpyro_autospec.config.SamplerConfig`,

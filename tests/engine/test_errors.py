@@ -1,5 +1,6 @@
 """Errors found inside the compiled engine reach the caller as the project's own exceptions
-(:mod:`numpyro_autospec.errors`), naming the site and the user's function.
+(:mod:`numpyro_autospec.errors`), naming the site and the user's function, carried as data
+(``Samples.failure``) with no host callback in the program.
 
 The oracles below answer well on the host-side probes of ``validate_oracle`` and break only in
 the middle of a run (a given site pinned to 1 with 6 to 8 sites pinned; a denoiser at small
@@ -17,7 +18,6 @@ from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.defects import OracleError
 from numpyro_autospec.denoisers import DenoiserError, PointCloudDenoiser
 from numpyro_autospec.engine import run
-from numpyro_autospec.enumeration import sample_residual
 from numpyro_autospec.oracles import CurieWeissOracle, validate_oracle
 from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess
 from numpyro_autospec.processes.time_grids import default_times
@@ -58,44 +58,42 @@ def test_engine_run_called_eagerly_raises_oracle_error_naming_the_function():
         jax.block_until_ready(run(PROCESS, KEYS))
 
 
-def test_under_your_own_jit_project_errors_raises_oracle_error():
+def test_under_your_own_jit_the_returned_samples_raise_oracle_error():
     program = jax.jit(lambda keys: run(PROCESS, keys))
-    with pytest.raises(jax.errors.JaxRuntimeError, match=MESSAGE) as caught:
+    with pytest.raises(OracleError, match=MESSAGE):
         jax.block_until_ready(program(KEYS))
-    assert isinstance(errors.project_error(caught.value), OracleError)
-    with pytest.raises(OracleError, match=MESSAGE) as caught:
-        with errors.project_errors():
-            jax.block_until_ready(program(KEYS))
-    assert isinstance(caught.value.__cause__, jax.errors.JaxRuntimeError)
+    # the failure is data: the program's output carries the record, the values are there too
+    values = jax.jit(lambda keys: run(PROCESS, keys).failure.record)(KEYS)
+    assert int(values[0]) == 1 and int(values[1]) == 1  # run 1 failed, code 1 (NaN)
 
 
 def test_under_vmap_over_pools_the_failing_pool_raises():
-    """Two pools in one program, the defect in one of them: the host hears of it (the
-    conditional around the report becomes a select under ``vmap``)."""
+    """Two pools in one program, the defect in one of them: the batched record names it."""
     program = jax.jit(jax.vmap(lambda keys: run(PROCESS, keys)))
-    with pytest.raises(OracleError, match=MESSAGE), errors.project_errors():
+    with pytest.raises(OracleError, match=MESSAGE):
         jax.block_until_ready(program(KEYS.reshape(2, 32, 2)))
 
 
-def test_a_successful_run_calls_the_host_only_behind_its_failure():
-    """The failure report's callback sits inside a conditional on the run's failure, so a
-    draw that succeeds pays no round trip to the host."""
+def test_no_host_callback_in_the_program():
+    """No callback anywhere in the engine's program (JAX's persistent compilation cache does
+    not keep programs with callbacks), nor in the sequential sampler's."""
     process = AnyOrderProcess(CURIE_WEISS, N, 2, name="spins")
-    jaxpr = jax.make_jaxpr(lambda keys: run(process, keys))(KEYS[:2]).jaxpr
 
-    def callbacks(jaxpr, inside_cond):
+    def primitives(jaxpr):
         for equation in jaxpr.eqns:
-            if equation.primitive.name == "debug_callback":
-                yield inside_cond
+            yield equation.primitive.name
             for sub in jax.extend.core.jaxprs_in_params(equation.params):
-                yield from callbacks(sub, inside_cond or equation.primitive.name == "cond")
+                yield from primitives(sub)
 
-    assert list(callbacks(jaxpr, False)) == [True]
+    for sampler in (run, sequential_run):
+        names = set(primitives(jax.make_jaxpr(lambda k: sampler(process, k))(KEYS[:2]).jaxpr))
+        assert names & {"while", "scan"}
+        assert not {name for name in names if "callback" in name}, names
 
 
 def test_sequential_run_validates_answers():
     program = jax.jit(lambda keys: sequential_run(PROCESS, keys))
-    with pytest.raises(OracleError, match=MESSAGE), errors.project_errors():
+    with pytest.raises(OracleError, match=MESSAGE):
         jax.block_until_ready(program(KEYS))
     values = jax.jit(lambda keys: sequential_run(PROCESS, keys, validate=False).value)(KEYS)
     assert values.shape == (64, N)
@@ -109,7 +107,7 @@ def test_diffusion_raises_denoiser_error_naming_the_denoiser(method):
     else:
         program = jax.jit(lambda keys: run(DIFFUSION, keys, config))
     message = r"site 'cloud': denoiser cloud_denoiser returned NaN at t=\d"
-    with pytest.raises(DenoiserError, match=message), errors.project_errors():
+    with pytest.raises(DenoiserError, match=message):
         jax.block_until_ready(program(KEYS[:2]))
 
 
@@ -129,27 +127,3 @@ def test_a_failure_raises_where_it_is_rebuilt_on_the_host():
     assert np.array_equal(fine.record, np.zeros((2, errors.RECORD_SIZE)))
     traced = jax.jit(lambda failure: failure)(errors.Failure.none(reports))
     assert not bool(traced.failed)
-
-
-def test_other_errors_pass_project_errors_unchanged():
-    with pytest.raises(ZeroDivisionError), errors.project_errors():
-        raise ZeroDivisionError
-    assert errors.project_error(ValueError("x")) is None
-
-
-def test_a_defective_answer_in_an_enumeration_round_is_reported(monkeypatch):
-    """The scoring calls of a residual enumeration are validated like any other answer: rows
-    made NaN there (and only there) raise ``OracleError`` naming the site and the row."""
-    import numpyro_autospec.engine.rounds as rounds
-
-    def broken(*args, **kwargs):
-        result = sample_residual(*args, **kwargs)
-        return result._replace(rows=result.rows.at[..., 1, :].set(jnp.nan))
-
-    monkeypatch.setattr(rounds, "sample_residual", broken)
-    curie_weiss = AnyOrderProcess(CURIE_WEISS, N, 2, name="spins")
-    config = SamplerConfig(root_windows=False, block_size=4)  # 4-step blocks enumerate
-    assert config.root_policy(N, True, 2).enumeration == 4
-    message = r"site 'spins': .* returned NaN in row \d+ \(query at step \d+\) \(draw \d+\)"
-    with pytest.raises(OracleError, match=message), errors.project_errors():
-        jax.block_until_ready(jax.jit(lambda keys: run(curie_weiss, keys, config))(KEYS))
