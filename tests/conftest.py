@@ -62,6 +62,28 @@ os.environ.setdefault(
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
+
+def _stamp_arviz_warning() -> None:
+    """Write ArviZ's once-a-day warning stamp before anything imports ArviZ: ArviZ 0.23 writes
+    it on import through a temporary file of a fixed name, and two xdist workers importing it
+    at once on a new day race on that file (one dies with FileNotFoundError).  Each process
+    writes through a temporary file of its own; ArviZ then finds today's stamp and writes
+    nothing.  It changes no test: the stamp only silences a FutureWarning."""
+    import datetime
+    import tempfile
+
+    from platformdirs import user_cache_dir
+
+    folder = user_cache_dir("arviz", "arviz")
+    os.makedirs(folder, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=folder)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(datetime.date.today().isoformat())
+    os.replace(temporary, os.path.join(folder, "daily_warning"))
+
+
+_stamp_arviz_warning()
+
 import jax  # noqa: E402  (after the environment is set)
 from hypothesis import HealthCheck, settings  # noqa: E402
 
