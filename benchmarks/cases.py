@@ -42,9 +42,10 @@ def make_denoiser(target: str):
 
 def make_process(case: str):
     """The process of a case name (the module docstring)."""
+    from targets import PottsCountOracle, RandomMLPOracle, UniformOracle
+
     from numpyro_autospec.oracles import CurieWeissOracle, IsingChainOracle
     from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess, default_times
-    from targets import PottsCountOracle, RandomMLPOracle, UniformOracle
 
     family, size, *rest = case.split("-")
     n = int(size)

@@ -64,7 +64,7 @@ import numpy as np
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.denoisers import GaussianMixtureDenoiser, digits_point_cloud
 from numpyro_autospec.engine import Capacity, run
-from numpyro_autospec.engine.scheduler import plan
+from numpyro_autospec.engine._plan import plan
 from numpyro_autospec.processes import DiffusionProcess
 from numpyro_autospec.processes.diffusion import POSTERIOR
 from numpyro_autospec.processes.time_grids import default_times
@@ -204,7 +204,7 @@ def measure(
         block,
         growth,
         leaf,
-        plan(process, config, capacity, draws_per_call, keys[0, 0]).num_slots,
+        plan(process, config, capacity, draws_per_call, keys[0, 0]).num_slots - draws_per_call,
         np.concatenate(rounds)[:draws],
         np.concatenate(queries)[:draws],
         seconds,

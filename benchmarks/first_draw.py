@@ -22,6 +22,8 @@ import tempfile
 
 from cases import RESULTS, write_csv
 
+from numpyro_autospec.script_help import script_parser
+
 #: the child process: build the case's model, run one draw, print the seconds as JSON
 CHILD = r"""
 import json, sys, time
@@ -86,10 +88,13 @@ def main(args: argparse.Namespace) -> list[dict]:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    parser = script_parser(__doc__)
+    parser.add_argument(
+        "--cases",
+        nargs="*",
+        help="cases of benchmarks/cases.py",
+        default=["cw-32", "cw-1024", "digits-64"],
     )
-    parser.add_argument("--cases", nargs="*", default=["cw-32", "cw-1024", "digits-64"])
     parser.add_argument("--repeats", type=int, default=1, help="measurements per case")
     parser.add_argument(
         "--csv", default=os.path.join(RESULTS, "first_draw.csv"), help="CSV path ('' : none)"

@@ -19,6 +19,7 @@ from cases import RESULTS, make_process, write_csv
 
 from numpyro_autospec import engine
 from numpyro_autospec._program_size import program_size
+from numpyro_autospec.script_help import script_parser
 from numpyro_autospec.sequential import sequential_run
 
 
@@ -52,7 +53,9 @@ def measure(case: str) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    header = f"{'case':>14} {'sampler':>10} {'ops':>6} {'conds':>6} {'loops':>6} {'lines':>7} {'s':>6}"
+    header = (
+        f"{'case':>14} {'sampler':>10} {'ops':>6} {'conds':>6} {'loops':>6} {'lines':>7} {'s':>6}"
+    )
     lines = [header]
     for row in rows:
         lines.append(
@@ -73,10 +76,10 @@ def main(args: argparse.Namespace) -> list[dict]:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    parser = script_parser(__doc__)
+    parser.add_argument(
+        "--cases", nargs="*", help="cases of benchmarks/cases.py", default=["cw-1024", "mlp-256"]
     )
-    parser.add_argument("--cases", nargs="*", default=["cw-1024", "mlp-256"])
     parser.add_argument(
         "--csv", default=os.path.join(RESULTS, "program_size.csv"), help="CSV path ('' : none)"
     )

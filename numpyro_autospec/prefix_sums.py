@@ -29,7 +29,7 @@ __all__ = ["prefix_sum", "prefix_max"]
 
 
 def prefix_sum(values: ArrayLike, axis: int = 0) -> Array:
-    """``jnp.cumsum(values, axis)``, as a parallel prefix scan on the CPU.
+    """``jnp.cumsum(values, axis)``, in windows of about ``sqrt(n)`` steps.
 
     >>> import jax.numpy as jnp
     >>> prefix_sum(jnp.array([1, 2, 3, 4])).tolist()
@@ -41,7 +41,7 @@ def prefix_sum(values: ArrayLike, axis: int = 0) -> Array:
 
 
 def prefix_max(values: ArrayLike, axis: int = 0) -> Array:
-    """``jax.lax.cummax(values, axis)``, as a parallel prefix scan on the CPU.
+    """``jax.lax.cummax(values, axis)``, in windows of about ``sqrt(n)`` steps.
 
     >>> import jax.numpy as jnp
     >>> prefix_max(jnp.array([0.0, -1.0, 2.0, 1.0])).tolist()

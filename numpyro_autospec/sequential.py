@@ -90,7 +90,7 @@ def sequential_run(process, keys: Array, *, validate: bool = True) -> Samples:
     JAX (``jit``/``vmap``-able; ``process`` is static).  With ``validate`` (default) every
     oracle answer is checked as in :func:`numpyro_autospec.engine.run`, and a defect raises
     the same error (an :class:`~numpyro_autospec.oracles.OracleError` naming the site, the
-    user's function, the row and the step; see :mod:`numpyro_autospec.errors` for the error
+    user's function, the row and the step; see :mod:`numpyro_autospec._failures` for the error
     under your own ``jit``).
 
     :param process: a :class:`~numpyro_autospec.processes.Process`.

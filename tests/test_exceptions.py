@@ -22,7 +22,7 @@ from numpyro_autospec.defects import OracleError
 from numpyro_autospec.denoisers import DenoiserError, PointCloudDenoiser, TimeGridError
 from numpyro_autospec.engine import Capacity, ShardingError
 from numpyro_autospec.engine.keys import engine_keys
-from numpyro_autospec.engine.plan import plan
+from numpyro_autospec.engine._plan import plan
 from numpyro_autospec.exceptions import ConfigError, InputError
 from numpyro_autospec.learned.training import check_training_data
 from numpyro_autospec.numpyro.inspection import UnsupportedModelError, inspect_model
@@ -68,10 +68,10 @@ CASES = [
         "capacity.max_queries",
     ),
     (
-        "no compiled batch size",
-        lambda: plan(PROCESS, SamplerConfig(), Capacity(max_buckets=0), 1, jax.random.PRNGKey(0)),
+        "an empty oracle call",
+        lambda: plan(PROCESS, SamplerConfig(), Capacity(chunk_size=0), 1, jax.random.PRNGKey(0)),
         ConfigError,
-        "capacity.max_buckets must be a positive integer, got 0",
+        "capacity.chunk_size must be a positive integer, got 0",
     ),
     (
         "a mesh that is not one",

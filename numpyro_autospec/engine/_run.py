@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
-from numpyro_autospec import errors
+from numpyro_autospec import _failures as errors
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine._failure import carried_failure
 from numpyro_autospec.engine._loop import Context, run_loop

@@ -50,7 +50,7 @@ from numpyro.util import identity, is_prng_key
 
 from numpyro_autospec.config import METHODS, SamplerConfig
 from numpyro_autospec.engine import Capacity
-from numpyro_autospec.errors import Failure, FailureReports, carrying_failures
+from numpyro_autospec._failures import Failure, FailureReports, carrying_failures
 from numpyro_autospec.exceptions import ConfigError
 from numpyro_autospec.numpyro.drawing import draw_model
 from numpyro_autospec.numpyro.inspection import (
@@ -112,7 +112,7 @@ class AutospecKernel(MCMCKernel):
     **Errors** of the oracles found inside the compiled program (NaN, ``+inf``, unnormalized
     rows) are raised by ``MCMC.run`` as :class:`~numpyro_autospec.oracles.OracleError` naming
     the site and the oracle function, with or without progress bar: the state carries the
-    failure (:class:`~numpyro_autospec.errors.Failure`) out of NumPyro's compiled loop.
+    failure (:class:`~numpyro_autospec._failures.Failure`) out of NumPyro's compiled loop.
 
     **Chains.**  ``chain_method="sequential"`` and ``"parallel"`` run one scheduler per chain;
     ``"vectorized"`` draws every chain's draws of an oracle site in one shared engine pool

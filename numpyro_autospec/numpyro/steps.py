@@ -15,7 +15,7 @@ from jax import Array
 
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import Capacity
-from numpyro_autospec.errors import Failure
+from numpyro_autospec._failures import Failure
 from numpyro_autospec.numpyro.drawing import (
     Placeholders,
     draw_from_trace,
@@ -39,7 +39,7 @@ class AutospecState(NamedTuple):
         scheduler's rounds).
     :ivar queries: int32, oracle evaluations of the current draw.
     :ivar rng_key: PRNG key of the next draw.
-    :ivar failure: :class:`~numpyro_autospec.errors.Failure`, the first failure of the draws
+    :ivar failure: :class:`~numpyro_autospec._failures.Failure`, the first failure of the draws
         so far, as data (:class:`AutospecKernel` collects it; ``None`` for the bare steps,
         which raise inside the program); rebuilding a failed state on the host raises the
         project's exception.

@@ -1,5 +1,5 @@
 """Errors found inside the compiled engine reach the caller as the project's own exceptions
-(:mod:`numpyro_autospec.errors`), naming the site and the user's function, carried as data
+(:mod:`numpyro_autospec._failures`), naming the site and the user's function, carried as data
 (``Samples.failure``) with no host callback in the program.
 
 The oracles below answer well on the host-side probes of ``validate_oracle`` and break only in
@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from numpyro_autospec import errors
+from numpyro_autospec import _failures as errors
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.defects import OracleError
 from numpyro_autospec.denoisers import DenoiserError, PointCloudDenoiser

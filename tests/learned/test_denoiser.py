@@ -236,7 +236,8 @@ def test_engine_draws_are_the_reference_draws():
     process = DiffusionProcess(trained()[0], 64, TIMES)
     draw = reference.sample(process, keys[0], CONFIG)
     np.testing.assert_allclose(samples.value[0], draw.value, rtol=1e-4, atol=1e-4)
-    assert (samples.rounds[0], samples.queries[0]) == (draw.rounds, draw.queries)
+    assert samples.rounds[0] == draw.rounds
+    assert samples.queries[0] <= draw.queries  # the engine cancels the losing trials
 
 
 def test_autospec_matches_the_euler_chain_of_the_same_network():

@@ -1,7 +1,7 @@
 """``MCMC(AutospecKernel(model)).run`` raises the project's own exception (an
 :class:`~numpyro_autospec.defects.OracleError` naming the site and the user's function) when an
 oracle breaks in the middle of the run, with and without progress bar: the kernel carries the
-failure in its state (:class:`numpyro_autospec.errors.Failure`) instead of aborting NumPyro's
+failure in its state (:class:`numpyro_autospec._failures.Failure`) instead of aborting NumPyro's
 compiled loop."""
 
 import jax
