@@ -78,7 +78,8 @@ def program_size(hlo_text: str) -> ProgramSize:
 
     >>> import jax, jax.numpy as jnp
     >>> def loop(x):
-    ...     return jax.lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, jnp.sin(c[1])), (0, x))
+    ...     body = lambda c: (c[0] + 1, jnp.sin(c[1]))
+    ...     return jax.lax.while_loop(lambda c: c[0] < 3, body, (0, x))
     >>> size = program_size(jax.jit(loop).lower(jnp.ones(4)).compile().as_text())
     >>> size.loops, size.conditionals, size.ops >= 2
     (1, 0, True)

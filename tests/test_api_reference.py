@@ -90,7 +90,10 @@ def exported(module: ModuleType) -> dict[str, tuple[object, str]]:
     for name in getattr(module, "__all__", ()):
         value = getattr(module, name)
         if inspect.isclass(value) or inspect.isfunction(value):
-            objects[f"{value.__module__}.{value.__qualname__}"] = (value, f"{module.__name__}.{name}")
+            objects[f"{value.__module__}.{value.__qualname__}"] = (
+                value,
+                f"{module.__name__}.{name}",
+            )
     return objects
 
 

@@ -21,8 +21,8 @@ from numpyro_autospec.baselines.picard import picard_draw
 from numpyro_autospec.defects import OracleError
 from numpyro_autospec.denoisers import DenoiserError, PointCloudDenoiser, TimeGridError
 from numpyro_autospec.engine import Capacity, ShardingError
-from numpyro_autospec.engine.keys import engine_keys
 from numpyro_autospec.engine._plan import plan
+from numpyro_autospec.engine.keys import engine_keys
 from numpyro_autospec.exceptions import ConfigError, InputError
 from numpyro_autospec.learned.training import check_training_data
 from numpyro_autospec.numpyro.inspection import UnsupportedModelError, inspect_model

@@ -1,7 +1,7 @@
 """``prefix_sum`` and ``prefix_max`` compute ``jnp.cumsum`` and ``lax.cummax`` (integers exactly,
-floats to rounding), along any axis, under ``jit`` and ``vmap``, and take short windows: a long axis is cut into blocks of about sqrt(n) steps, so
-that no windowed reduction of the lowered program (XLA:CPU's quadratic-work cumulative sum) is
-longer than about sqrt(n)."""
+floats to rounding), along any axis, under ``jit`` and ``vmap``, and take short windows: a long
+axis is cut into blocks of about sqrt(n) steps, so that no windowed reduction of the lowered
+program (XLA:CPU's quadratic-work cumulative sum) is longer than about sqrt(n)."""
 
 import re
 

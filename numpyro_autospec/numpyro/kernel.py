@@ -48,9 +48,9 @@ import numpy as np
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import identity, is_prng_key
 
+from numpyro_autospec._failures import Failure, FailureReports, carrying_failures
 from numpyro_autospec.config import METHODS, SamplerConfig
 from numpyro_autospec.engine import Capacity
-from numpyro_autospec._failures import Failure, FailureReports, carrying_failures
 from numpyro_autospec.exceptions import ConfigError
 from numpyro_autospec.numpyro.drawing import draw_model
 from numpyro_autospec.numpyro.inspection import (

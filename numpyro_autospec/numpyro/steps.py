@@ -13,9 +13,9 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
+from numpyro_autospec._failures import Failure
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import Capacity
-from numpyro_autospec._failures import Failure
 from numpyro_autospec.numpyro.drawing import (
     Placeholders,
     draw_from_trace,

@@ -86,7 +86,8 @@ def test_no_host_callback_in_the_program():
                 yield from primitives(sub)
 
     for sampler in (run, sequential_run):
-        names = set(primitives(jax.make_jaxpr(lambda k: sampler(process, k))(KEYS[:2]).jaxpr))
+        jaxpr = jax.make_jaxpr(lambda k, sampler=sampler: sampler(process, k))(KEYS[:2]).jaxpr
+        names = set(primitives(jaxpr))
         assert names & {"while", "scan"}
         assert not {name for name in names if "callback" in name}, names
 

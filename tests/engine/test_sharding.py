@@ -215,9 +215,7 @@ def test_oracle_products_run_on_a_quarter_of_each_batch(sharded):
     )
     assert not resolved.block_mode
     assert int(sharded["network/num_partitions"]) == DEVICES
-    assert set(sharded["network/product_lanes"].tolist()) == {
-        math.ceil(resolved.chunk / DEVICES)
-    }
+    assert set(sharded["network/product_lanes"].tolist()) == {math.ceil(resolved.chunk / DEVICES)}
     # on one device, the same products run on whole calls
     hlo = compiled_engine(NETWORK, NETWORK_CAPACITY, None, 6).as_text()
     assert set(product_lanes(hlo)) == {resolved.chunk}
