@@ -15,6 +15,22 @@ import subprocess
 import sys
 from typing import Any
 
+#: settings of tests/conftest.py that a reader's shell does not have
+SUITE_ONLY = (
+    "JAX_COMPILATION_CACHE_DIR",
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES",
+)
+
+
+def user_environment(**overrides: str) -> dict[str, str]:
+    """The environment of a user's shell: this process's, without the suite's persistent
+    compilation cache (:data:`SUITE_ONLY`) and without its choice of XLA:CPU emitters (both
+    set by tests/conftest.py), with ``overrides``."""
+    environment = {name: value for name, value in os.environ.items() if name not in SUITE_ONLY}
+    environment.update(overrides)
+    return environment
+
 
 def run_fresh(
     runner: str,
@@ -22,7 +38,7 @@ def run_fresh(
     results_path: os.PathLike,
     cwd: str,
     env: dict[str, str],
-    timeout: float | None = None,
+    timeout: float,
 ) -> tuple[subprocess.CompletedProcess, Any | None]:
     """Run ``runner`` with ``python -c`` in ``cwd``: it reads ``[payload, results_path]`` as
     JSON from its standard input and writes its results as JSON to ``results_path``.  Returns

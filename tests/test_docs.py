@@ -16,7 +16,7 @@ import re
 
 import pytest
 
-from tests.fresh_process import run_fresh
+from tests.fresh_process import run_fresh, user_environment
 from tests.numpyro.test_arviz import python_blocks
 
 DOCS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "docs")
@@ -80,10 +80,10 @@ def page_failures(tmp_path_factory):
     imported once for all pages (a few seconds each).  Maps each page to its traceback, or to
     ``None`` when its blocks ran."""
     results_path = tmp_path_factory.mktemp("docs") / "failures.json"
-    environment = dict(os.environ, JAX_PLATFORMS="cpu", JAX_NUMPY_RANK_PROMOTION="raise")
+    environment = user_environment(JAX_PLATFORMS="cpu", JAX_NUMPY_RANK_PROMOTION="raise")
     pages = [[page, python_blocks(read(page))] for page in PAGES_WITH_CODE]
     completed, failures = run_fresh(
-        _RUNNER, pages, results_path, os.path.dirname(DOCS), environment
+        _RUNNER, pages, results_path, os.path.dirname(DOCS), environment, timeout=900
     )
     if failures is None:
         crash = f"the pages' process failed:\n{completed.stderr[-3000:]}"

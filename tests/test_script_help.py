@@ -12,7 +12,7 @@ import re
 import pytest
 
 from numpyro_autospec.script_help import script_description
-from tests.fresh_process import run_fresh
+from tests.fresh_process import run_fresh, user_environment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = sorted(
@@ -58,7 +58,7 @@ def helps(tmp_path_factory) -> dict[str, list]:
     folder first on ``sys.path``), so JAX and the scripts' imports load once for all of them."""
     results_path = tmp_path_factory.mktemp("help") / "helps.json"
     completed, helps = run_fresh(
-        _RUNNER, SCRIPTS, results_path, ROOT, dict(os.environ, JAX_PLATFORMS="cpu"), timeout=600
+        _RUNNER, SCRIPTS, results_path, ROOT, user_environment(JAX_PLATFORMS="cpu"), timeout=600
     )
     assert helps is not None, completed.stderr[-3000:]
     return helps

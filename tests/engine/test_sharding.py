@@ -61,6 +61,8 @@ from numpyro_autospec.oracles import CurieWeissOracle
 from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess
 from numpyro_autospec.processes.time_grids import default_times
 
+#: the suite's choice of XLA:CPU emitters (tests/conftest.py)
+FAST_COMPILE = "--xla_cpu_use_fusion_emitters=false"
 DEVICES = 4
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -174,7 +176,7 @@ def sharded():
         environment = dict(
             os.environ,
             JAX_PLATFORMS="cpu",
-            XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES}",
+            XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES} {FAST_COMPILE}",
             PYTHONPATH=ROOT,
         )
         code = f"from tests.engine.test_sharding import sharded_runs; sharded_runs({path!r})"
@@ -185,6 +187,7 @@ def sharded():
             cwd=ROOT,
             env=environment,
             check=False,
+            timeout=900,
         )
         assert completed.returncode == 0, completed.stderr[-3000:]
         with np.load(path) as stored:
@@ -290,7 +293,7 @@ def test_several_hosts_give_the_draws_of_one_device():
     environment = dict(
         os.environ,
         JAX_PLATFORMS="cpu",
-        XLA_FLAGS="--xla_force_host_platform_device_count=2",
+        XLA_FLAGS=f"--xla_force_host_platform_device_count=2 {FAST_COMPILE}",
         PYTHONPATH=ROOT,
     )
     with tempfile.TemporaryDirectory() as directory:

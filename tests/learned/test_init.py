@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from tests.fresh_process import user_environment
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SCRIPT = """
@@ -34,7 +36,7 @@ else:
 
 
 def test_core_does_not_import_the_optional_dependencies():
-    environment = dict(os.environ, JAX_PLATFORMS="cpu")
+    environment = user_environment(JAX_PLATFORMS="cpu")
     completed = subprocess.run(
         [sys.executable, "-c", SCRIPT],
         cwd=ROOT,

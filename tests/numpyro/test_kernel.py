@@ -31,6 +31,7 @@ from numpyro_autospec import (
 from numpyro_autospec.numpyro import UnsupportedModelError, draw_model, inspect_model
 from numpyro_autospec.oracles import CurieWeissOracle, PerturbedOracle, TableOracle
 from numpyro_autospec.processes import AnyOrderProcess
+from tests.fresh_process import user_environment
 from tests.gof import assert_gof, chisquare_gof, encode_configurations
 
 N, Q = 4, 3
@@ -185,14 +186,18 @@ def test_parallel_chains_on_two_devices(tmp_path):
         np.save({str(tmp_path / "x.npy")!r}, np.asarray(mcmc.get_samples(group_by_chain=True)["x"]))
         """
     )
-    env = dict(
-        os.environ,
+    env = user_environment(
         XLA_FLAGS="--xla_force_host_platform_device_count=2",
         JAX_PLATFORMS="cpu",
         PYTHONPATH=ROOT,
     )
     result = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     keys = site_keys(jax.random.PRNGKey(0), 2, 3)[:, :, 0].reshape(6, -1)
