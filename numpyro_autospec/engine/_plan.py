@@ -34,8 +34,11 @@ RECURSION_ROOT_SLOTS = 512
 
 #: bytes one pass of the transitions may gather per lane-set when sizes are chosen by default
 LANE_BYTES = 1 << 20
-#: pools of at most this many slots advance every slot each pass (no compaction)
+#: pools of at most this many slots, and bytes of lanes, advance every slot each pass (no
+#: compaction): at Curie-Weiss n = 1024 (21 slots of 36 kB) two lanes draw in a quarter of
+#: the time of every slot, with the same rounds
 EVERY_SLOT = 64
+EVERY_SLOT_BYTES = 1 << 16
 #: at most this many lanes by default (a pass's counting is pairwise over its lanes)
 MAX_LANES = 256
 
@@ -55,8 +58,9 @@ class Capacity(NamedTuple):
         oracle evaluations per round; the rest of a round's demand waits for the next round.
         Default: no limit.
     max_transitions:
-        tasks advanced per pass of the transitions.  Default: every task when the pool is small,
-        else as many as move about 1 MiB.
+        tasks advanced per pass of the transitions.  Default: every task when the pool and
+        its slots are small (at most 64 slots, 64 kB in all), else two per draw, at most as
+        many as move about 1 MiB.
     chunk_size:
         oracle evaluations per batched call of the round's loop: a round of ``U`` evaluations
         makes ``ceil(U / chunk_size)`` calls of ``chunk_size`` lanes.  Default: from the
@@ -99,7 +103,7 @@ class Plan(NamedTuple):
     lanes: int  # slots advanced per pass (num_slots: every slot, no compaction)
     spawn_lanes: int  # trials spawned per pass
     block_mode: bool  # units are block-form calls of unit_rows conditionals
-    unit_rows: int  # items (conditionals) per unit; 1 without block mode
+    unit_rows: int  # scoring rows per block-form unit; 1 without block mode
     answer_rows: int  # R: rows of a speculation answer
     window_size: int  # W: rows of a root's verification buffer (1: no windows)
     chunk: int  # units per batched oracle call
@@ -183,20 +187,22 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         # a pass advances every slot of a small pool in place; a larger one gathers the slots
         # an event reached, up to as many as move about LANE_BYTES (each lane's state, its
         # two answers and a root's window rows)
+        # (a lane's transition speculates, scores and verifies whether it moves or not: its
+        # work follows its bytes, so a pool of large slots advances few lanes, two per draw)
         lane_bytes = slot_bytes + (nbytes(answer_shape) if windows else 0)
-        if num_slots <= EVERY_SLOT and num_slots * lane_bytes <= 4 * LANE_BYTES:
+        if num_slots <= EVERY_SLOT and num_slots * lane_bytes <= EVERY_SLOT_BYTES:
             lanes = num_slots
         else:
-            lanes = min(MAX_LANES, max(2, LANE_BYTES // lane_bytes))
+            lanes = min(MAX_LANES, max(2, LANE_BYTES // lane_bytes), max(2, 2 * num_draws))
     lanes = max(1, min(int(lanes), num_slots))
     spawn_lanes = max(1, min(lanes, trials))
 
     rows_per_call = None
     if block_mode:
-        # a slot's whole query: the scoring rows of its block and the lookahead, unless the
-        # oracle's rows cost about a call each (``rows_per_call``)
+        # a slot's scoring rows in one call, unless the oracle's rows cost about a call each
+        # (``rows_per_call``); its answer is a query of its own (engine._round)
         longest_block = max(window_size, recursion_block, 1)
-        unit_rows = max(1, longest_block - 1 + answer_rows)
+        unit_rows = max(1, longest_block - 1)
         rows_per_call = process.rows_per_call
         if rows_per_call is not None:
             unit_rows = min(
@@ -209,7 +215,10 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         if not block_mode:
             chunk = 32
         elif rows_per_call is not None:
-            chunk = 8
+            # about a round's scoring units: a first window's (or a recursion block's) rows
+            # per draw, at most 8 (a call's padded lanes are real work on a CPU)
+            typical = max(policy.first_window if windows else 0, recursion_block, 2) - 1
+            chunk = max(1, min(8, num_draws * -(-typical // unit_rows)))
         else:
             chunk = max(1, min(num_draws, 4))
         if mesh is not None:
