@@ -119,8 +119,7 @@ def sampler_config(config: str, n: int):
     """Engine config for a name: ``autospec:`` is the default root (block-verified windows with
     recursion fallback), ``paper:`` / ``paper:block=8s`` the paper's root (``root_windows=False``),
     ``assd:k=256`` / ``block:k=1024`` the peers; knobs ``window``, ``floor``, ``fallback``,
-    ``min_window``, ``max_window``, ``window_growth``, ``growth``, ``leaf``, ``lookahead``,
-    ``enumerate`` (``residual_enumeration``; ``enumerate=0``: the residual loop always)."""
+    ``min_window``, ``max_window``, ``window_growth``, ``growth``, ``leaf``, ``lookahead``."""
     from numpyro_autospec.config import SamplerConfig
 
     method, knobs = parse_config(config)
@@ -133,8 +132,6 @@ def sampler_config(config: str, n: int):
             extra[name] = resolve_size(knobs[name], n)
     if "window_growth" in knobs:
         extra["window_growth"] = int(knobs["window_growth"])
-    if "enumerate" in knobs:
-        extra["residual_enumeration"] = int(knobs["enumerate"])
     return SamplerConfig(
         method=method,
         block_size=resolve_size(size, n),

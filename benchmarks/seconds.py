@@ -18,8 +18,8 @@ row where the oracle scores blocks).
 
 ``--configs`` times several engine configurations (``benchmarks/rounds.py``'s notation) against
 one sequential measurement per case, in the same process: one row per case and configuration;
-the knob ``buckets=k`` runs the engine with ``Capacity(max_buckets=k)`` (``autospec:buckets=1``:
-one compiled size per oracle call site).
+the knob ``lanes=k`` runs the engine with ``Capacity(max_transitions=k)`` (slots advanced per
+pass of the transitions).
 
 ``--memory`` measures instead the memory of *one* autospeculation draw (``engine.run`` on one
 key, default config), each case in a fresh process that does nothing else: peak RSS after
@@ -186,9 +186,9 @@ def measure(case: str, draws: int, repeats: int, configs: list[str]) -> list[dic
     rows = []
     for config in configs:
         engine_config = sampler_config(config, process.num_steps)
-        # the knob ``buckets=k``: Capacity(max_buckets=k), k compiled sizes per call site
-        buckets = parse_config(config)[1].get("buckets")
-        capacity = Capacity(max_buckets=None if buckets is None else int(buckets))
+        # the knob ``lanes=k``: Capacity(max_transitions=k), slots advanced per pass
+        lanes = parse_config(config)[1].get("lanes")
+        capacity = Capacity(max_transitions=None if lanes is None else int(lanes))
         row = {"case": case, "config": config, "draws": draws, "repeats": repeats}
         row |= sequential
         row |= measure_sampler(
@@ -349,8 +349,8 @@ if __name__ == "__main__":
         nargs="+",
         default=["autospec:"],
         help="engine configs in benchmarks/rounds.py's notation ('autospec:' is the default, "
-        "'autospec:window_growth=2,leaf=2' changes two knobs, 'autospec:buckets=1' compiles "
-        "one size per call site), each timed against the same sequential run",
+        "'autospec:window_growth=2,leaf=2' changes two knobs, 'autospec:lanes=4' advances "
+        "four slots per pass), each timed against the same sequential run",
     )
     parser.add_argument("--draws", type=int, default=8, help="draws per call (many-draw rate)")
     parser.add_argument(

@@ -3,7 +3,7 @@ r"""What NumPyro's progress bar says while the sampler compiles.
 :class:`~numpyro.infer.MCMC` traces and compiles the kernel's step inside the first iteration of
 its progress bar, so that iteration holds the compile time: for the autospeculation engine
 (Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869) seconds, not the
-milliseconds of a draw (``benchmarks/compile_time.py``, docs/benchmarks.md), and a bar reading
+milliseconds of a draw (``benchmarks/first_draw.py``, docs/benchmarks.md), and a bar reading
 ``1/60 [00:18<18:24, 18.73s/it]`` announces an eighteen-minute wait that will not happen.
 
 When :class:`~numpyro_autospec.numpyro.kernel.AutospecKernel`'s step is traced (a compilation
