@@ -3,7 +3,8 @@
 Oracles that declare ``scores_blocks`` are scored with one ``log_conditionals`` call per block;
 order-dependent oracles (``depends_on_order``) are queried through ``log_conditionals`` only.
 Exactness by chi-square over all :math:`3^4 = 81` cells with 30 000 draws (detects an absolute
-error of 0.01 in a cell of probability 0.05, ``tests/gof.py`` ``power_draws``), fixed seeds,
+error of 0.014 in a cell of probability 0.05 at power 0.99, ``tests/gof.py`` ``power_draws``
+with 81 cells), fixed seeds,
 pass when p > 1e-4; the same draws are rejected against a wrong law.  Draws and rounds equal
 the reference sampler's, key for key, on both paths.
 """

@@ -115,8 +115,8 @@ def test_capacities_do_not_change_draws(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["autospec", "autospec-fallback", "paper", "assd", "block"])
 def test_exact_on_random_table(name):
-    """40 000 draws, chi-square over all 81 cells (detects an absolute error of 0.01 in a
-    cell of probability 0.05, tests/gof.py power_draws)."""
+    """40 000 draws, chi-square over all 81 cells (detects an absolute error of 0.012 in a
+    cell of probability 0.05 at power 0.99, tests/gof.py power_draws with 81 cells)."""
     oracle = random_table(2)
     # the paper's root: calls of 5000 keys (8192 slots, a compilation of their own) take 21 s
     # here, calls of CHUNK keys (3000 slots each) 120 s
