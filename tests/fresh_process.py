@@ -21,6 +21,8 @@ SUITE_ONLY = (
     "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
     "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES",
 )
+#: the suite's choice of XLA:CPU emitters (tests/conftest.py)
+SUITE_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
 
 
 def user_environment(**overrides: str) -> dict[str, str]:
@@ -28,6 +30,8 @@ def user_environment(**overrides: str) -> dict[str, str]:
     compilation cache (:data:`SUITE_ONLY`) and without its choice of XLA:CPU emitters (both
     set by tests/conftest.py), with ``overrides``."""
     environment = {name: value for name, value in os.environ.items() if name not in SUITE_ONLY}
+    flags = environment.get("XLA_FLAGS", "").replace(SUITE_EMITTERS, "")
+    environment["XLA_FLAGS"] = " ".join(flags.split())
     environment.update(overrides)
     return environment
 
