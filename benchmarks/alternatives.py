@@ -76,7 +76,6 @@ from numpyro_autospec.script_help import script_parser
 from numpyro_autospec.sequential import sequential_run  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 from diffusion_rounds import engine_capacity, make_process  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")

@@ -58,11 +58,10 @@ import time
 from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
+from cases import make_denoiser
 
 from numpyro_autospec.config import SamplerConfig
-from numpyro_autospec.denoisers import GaussianMixtureDenoiser, digits_point_cloud
 from numpyro_autospec.engine import Capacity, run
 from numpyro_autospec.engine._plan import plan
 from numpyro_autospec.processes import DiffusionProcess
@@ -100,19 +99,6 @@ class Cell(NamedTuple):
 
 
 # --------------------------------------------------------------------------- targets
-def make_denoiser(target: str):
-    """The denoiser of ``target`` and its dimension."""
-    if target == "digits":
-        denoiser = digits_point_cloud()
-        return denoiser, denoiser.dim
-    if target == "mixture":
-        rng = np.random.default_rng(0)
-        means = rng.uniform(0.0, 1.0, size=(8, 16))
-        denoiser = GaussianMixtureDenoiser.isotropic(jnp.ones(8), jnp.asarray(means), 0.1)
-        return denoiser, denoiser.dim
-    raise ValueError(f"unknown target {target!r}; choose from {TARGETS}")
-
-
 def make_process(target: str, n: int, speculation: str = "none") -> DiffusionProcess:
     """Stochastic localization of ``target`` on ``default_times(n)`` (t_max = 1000); the
     speculation freezes the drift (``speculation = "none"``) or follows the linear response of

@@ -37,7 +37,6 @@ import csv
 import math
 import os
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -47,7 +46,6 @@ from numpyro_autospec.oracles import AnyOrderOracle
 from numpyro_autospec.script_help import script_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 RESULTS = os.path.join(HERE, "results")
 
 TARGETS = {

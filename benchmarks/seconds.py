@@ -42,6 +42,7 @@ import time
 
 import jax
 import numpy as np
+from cases import make_process
 from csv_tables import write_csv
 
 from numpyro_autospec.script_help import script_parser
@@ -65,36 +66,6 @@ CASES = (
     "mixture-1024-posterior",
     "mixture-4096-posterior",
 )
-
-
-def make_process(case: str):
-    """The process of a case name ``family-size[-qQ]`` (``-sS``: a diffusion whose
-    speculation follows the linear response of variance ``S``,
-    ``DiffusionProcess(speculation_variance=S)``; ``-posterior``: of the denoiser's posterior
-    variance, ``speculation_variance="posterior"``)."""
-    from numpyro_autospec.oracles import CurieWeissOracle, IsingChainOracle
-    from numpyro_autospec.processes import AnyOrderProcess
-
-    sys.path.insert(0, HERE)
-    from targets import PottsCountOracle, RandomMLPOracle
-
-    family, size, *rest = case.split("-")
-    n = int(size)
-    if family == "cw":
-        return AnyOrderProcess(CurieWeissOracle(n, beta=1.0), n, 2)
-    if family == "potts":
-        q = int(rest[0][1:])
-        return AnyOrderProcess(PottsCountOracle(n, q), n, q)
-    if family == "ising":
-        return AnyOrderProcess(IsingChainOracle.uniform(n, coupling=0.2), n, 2)
-    if family == "mlp":
-        return AnyOrderProcess(RandomMLPOracle(n, 2), n, 2)
-    if family in ("digits", "mixture"):
-        from diffusion_rounds import make_process as diffusion_process
-
-        suffix = rest[0] if rest else "none"  # "none", "posterior" or "sS"
-        return diffusion_process(family, n, suffix[1:] if suffix.startswith("s") else suffix)
-    raise ValueError(f"unknown case {case!r}")
 
 
 def timed(function, repeats: int) -> tuple[float, np.ndarray, list]:
@@ -169,11 +140,10 @@ def measure_sampler(sampler, draws: int, repeats: int, name: str) -> dict:
 def measure(case: str, draws: int, repeats: int, configs: list[str]) -> list[dict]:
     """One case, in this process: the sequential sampler once, then ``engine.run`` under each
     of ``configs``; one row per configuration, each with the same sequential columns."""
+    from rounds import parse_config, sampler_config
+
     from numpyro_autospec.engine import Capacity, run
     from numpyro_autospec.sequential import sequential_run
-
-    sys.path.insert(0, HERE)
-    from rounds import parse_config, sampler_config
 
     process = make_process(case)
     # a chain never speculates: with the posterior covariance's speculation it would still

@@ -41,8 +41,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def measure(args: argparse.Namespace, devices: int | None) -> dict:
     """One device count (``None``: no mesh), in this process."""
     import jax
-
-    sys.path.insert(0, HERE)
     from targets import RandomMLPOracle
 
     from numpyro_autospec.engine import Capacity, run
