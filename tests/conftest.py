@@ -116,39 +116,39 @@ settings.register_profile(
 )
 settings.load_profile("ci")
 
-#: seconds each file took in one whole-suite run (2026-11-26, the clean-clone ``.ci/run``,
-#: ``--junitxml``, two workers, files of 25 s or more); only their order is used, and a file
-#: not listed runs after these, in collection order
+#: seconds each file took in a run with two workers (the engine's files and the reference's
+#: measured with the current engine, the others in an earlier whole-suite run); only their
+#: order is used, and a file not listed runs after these, in collection order
 FILE_SECONDS = {
-    "tests/engine/test_scheduler.py": 344,
-    "tests/test_api_reference.py": 195,
-    "tests/engine/test_window_rows.py": 192,
+    "tests/engine/test_scheduler.py": 576,
+    "tests/test_reference.py": 417,
+    "tests/test_api_reference.py": 366,
+    "tests/engine/test_block_form.py": 288,
+    "tests/engine/test_sharding.py": 228,
     "tests/test_examples.py": 172,
-    "tests/engine/test_sharding.py": 167,
-    "tests/engine/test_block_form.py": 163,
     "tests/test_docs.py": 162,
     "tests/numpyro/test_kernel.py": 160,
-    "tests/test_reference.py": 144,
-    "tests/engine/test_diffusion.py": 114,
-    "tests/learned/test_denoiser.py": 106,
-    "tests/learned/test_transformer_exactness.py": 102,
-    "tests/engine/test_errors.py": 89,
+    "tests/engine/test_diffusion.py": 160,
+    "tests/learned/test_denoiser.py": 120,
+    "tests/learned/test_transformer_exactness.py": 111,
+    "tests/engine/test_errors.py": 96,
+    "tests/learned/test_transformer_training.py": 81,
     "tests/numpyro/test_traced_parameters.py": 76,
     "tests/numpyro/test_arviz.py": 76,
     "tests/numpyro/test_tuning.py": 75,
-    "tests/learned/test_transformer_training.py": 70,
     "tests/numpyro/test_errors.py": 64,
     "tests/oracles/test_ising_chain.py": 63,
-    "tests/engine/test_validation.py": 56,
     "tests/numpyro/test_compilation.py": 49,
+    "tests/learned/test_transformer_kv_cache.py": 48,
     "tests/processes/test_diffusion.py": 47,
-    "tests/learned/test_transformer_kv_cache.py": 39,
+    "tests/learned/test_transformer.py": 39,
     "tests/numpyro/test_distributions.py": 37,
-    "tests/learned/test_transformer.py": 34,
-    "tests/learned/test_oracle.py": 31,
-    "tests/learned/test_exactness.py": 28,
+    "tests/engine/test_validation.py": 36,
+    "tests/learned/test_oracle.py": 33,
     "tests/oracles/test_hopfield.py": 27,
+    "tests/engine/test_program_size.py": 27,
     "tests/baselines/test_picard.py": 25,
+    "tests/learned/test_exactness.py": 24,
 }
 
 
