@@ -1,5 +1,5 @@
-"""The acceptance snippet of issue 4, verbatim, with NumPyro and ArviZ diagnostics on its run,
-and the user guide docs/numpyro.md, whose first code block is that snippet.
+"""The first code block of the user guide docs/numpyro.md, verbatim, with NumPyro and ArviZ
+diagnostics on its run, and the rest of the guide.
 
 Everything runs in one test, so that the snippet's run (engine, Curie-Weiss n = 256, 2 chains
 x 500 draws, NumPyro's default chain method, which falls back to sequential chains on one
@@ -28,7 +28,7 @@ GUIDE = os.path.join(
 )
 
 # Issue 4, "Done means": must work as written.
-ACCEPTANCE_SNIPPET = """
+GUIDE_SNIPPET = """
 import jax, numpyro
 from numpyro.infer import MCMC
 from numpyro_autospec import AutospecKernel, AnyOrderAR
@@ -93,12 +93,12 @@ def check_print_summary_and_diagnostics_string(mcmc, capsys):
     assert mcmc.sampler.get_diagnostics_str(state) == expected
 
 
-def test_acceptance_snippet_diagnostics_and_guide(capsys):
+def test_guide_snippet_diagnostics_and_the_rest_of_the_guide(capsys):
     with open(GUIDE) as file:
         blocks = python_blocks(file.read())
-    assert textwrap.dedent(blocks[0]).strip() == ACCEPTANCE_SNIPPET.strip()
+    assert textwrap.dedent(blocks[0]).strip() == GUIDE_SNIPPET.strip()
     namespace = {"__name__": "numpyro_guide"}
-    exec(ACCEPTANCE_SNIPPET, namespace)
+    exec(GUIDE_SNIPPET, namespace)
     mcmc = namespace["mcmc"]
 
     assert mcmc.get_samples()["x"].shape == (1000, N)
