@@ -52,6 +52,7 @@ them.  :mod:`numpyro_autospec.oracles.validation` checks an oracle against this 
 from __future__ import annotations
 
 import abc
+import warnings
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -207,6 +208,33 @@ def as_oracle(
     >>> as_oracle(lambda x, mask: jnp.full((3, 2), jnp.log(0.5)), 3, 2)
     FunctionOracle(<lambda>, num_positions=3, num_categories=2)
     """
+    _warn_undeclared_block_form(oracle)
     if isinstance(oracle, AnyOrderOracle):
         return oracle
     return FunctionOracle(oracle, num_positions, num_categories)
+
+
+def _warn_undeclared_block_form(oracle) -> None:
+    """Warn when ``oracle`` has a block form of its own that the samplers will not use: a
+    ``log_conditionals`` method on an object that is not an :class:`AnyOrderOracle`, or one
+    overriding the derived default without ``scores_blocks = True`` (every scored step then
+    costs a set-form evaluation: at Curie-Weiss n = 1024 about 1200 evaluations a draw
+    instead of 7)."""
+    method = getattr(type(oracle), "log_conditionals", None)
+    if method is None:
+        return
+    if isinstance(oracle, AnyOrderOracle):
+        if oracle.scores_blocks or oracle.depends_on_order:
+            return
+        if method is AnyOrderOracle.log_conditionals:
+            return
+        why = "overrides log_conditionals but does not declare scores_blocks = True"
+    else:
+        why = "defines log_conditionals but is not an AnyOrderOracle"
+    warnings.warn(
+        f"{type(oracle).__name__} {why}: its block form is not used, and every scored step "
+        "is a set-form evaluation; subclass numpyro_autospec.oracles.AnyOrderOracle and set "
+        "scores_blocks = True to use it (docs/bring_your_own_network.md)",
+        UserWarning,
+        stacklevel=3,
+    )

@@ -1,6 +1,7 @@
 """Oracle validation: every defect is detected, located and named; user inputs are checked."""
 
 import re
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +15,7 @@ from numpyro_autospec.oracles import (
     DEFECT_OK,
     DEFECT_POSINF,
     DEFECT_UNNORMALIZED,
+    AnyOrderOracle,
     CurieWeissOracle,
     HopfieldOracle,
     IsingChainOracle,
@@ -28,6 +30,7 @@ from numpyro_autospec.oracles import (
     raise_if_defect,
     validate_oracle,
 )
+from numpyro_autospec.processes import AnyOrderProcess
 
 N, Q = 4, 3
 UNIFORM = np.full((N, Q), -np.log(Q), np.float32)
@@ -326,3 +329,50 @@ def test_permutation_accepts_permutations():
 def test_permutation_errors_say_what_is_wrong(order, pattern):
     with pytest.raises(ValueError, match=pattern):
         check_permutation(np.array(order), 4, name="order of site 'z'")
+
+
+class _UndeclaredBlockForm:
+    """A set form with a block form of its own, but not declared as an AnyOrderOracle."""
+
+    def __call__(self, x, mask):
+        return jnp.full((4, 2), jnp.log(0.5))
+
+    def log_conditionals(self, x, ranks, sites, prefix_lengths):
+        return jnp.full((sites.shape[0], 2), jnp.log(0.5))
+
+
+class _OverriddenBlockForm(AnyOrderOracle):
+    """An AnyOrderOracle overriding log_conditionals without declaring scores_blocks."""
+
+    num_positions, num_categories = 4, 2
+
+    def log_marginals(self, x, mask):
+        return jnp.full((4, 2), jnp.log(0.5))
+
+    def log_conditionals(self, x, ranks, sites, prefix_lengths):
+        return jnp.full((sites.shape[0], 2), jnp.log(0.5))
+
+
+class _DeclaredBlockForm(_OverriddenBlockForm):
+    scores_blocks = True
+
+
+@pytest.mark.parametrize(
+    "oracle, words",
+    [
+        (_UndeclaredBlockForm(), "defines log_conditionals but is not an AnyOrderOracle"),
+        (_OverriddenBlockForm(), "does not declare scores_blocks = True"),
+    ],
+)
+def test_an_undeclared_block_form_is_reported(oracle, words):
+    with pytest.warns(UserWarning, match=words):
+        process = AnyOrderProcess(oracle, 4, 2)
+    assert not process.scores_blocks  # the set form runs, as the warning says
+
+
+def test_a_declared_block_form_is_used_without_a_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        process = AnyOrderProcess(_DeclaredBlockForm(), 4, 2)
+        AnyOrderProcess(lambda x, mask: jnp.full((4, 2), jnp.log(0.5)), 4, 2)
+    assert process.scores_blocks
