@@ -164,8 +164,10 @@ def _release_programs():
     the module's last test if the worker came near the kernel's default limit of memory maps
     (65530) anyway."""
     yield
-    with open("/proc/self/maps") as maps:
-        count = sum(1 for _ in maps)
+    count = 0
+    if os.path.exists("/proc/self/maps"):  # Linux; elsewhere only the clearing
+        with open("/proc/self/maps") as maps:
+            count = sum(1 for _ in maps)
     jax.clear_caches()
     assert count < MAX_MEMORY_MAPS, (
         f"the worker holds {count} memory maps after this module: programs are not released"
