@@ -152,19 +152,24 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
         found = jnp.stack([codes[lane], hit[lane], step[lane], draw[lane]])
         return jnp.where(jnp.any(bad) & (work.defect[0] == 0), found, work.defect)
 
+    def tally(work: Work, draw, evaluated, counted, used) -> Work:
+        """One query per ``evaluated`` lane, ``used`` conditionals per ``counted`` lane, to
+        their draws."""
+        drop = plan.num_draws
+        return work._replace(
+            queries=work.queries.at[jnp.where(evaluated, draw, drop)].add(1, mode="drop"),
+            conditionals=work.conditionals.at[jnp.where(counted, draw, drop)].add(
+                used, mode="drop"
+            ),
+        )
+
     def deliver(work: Work, slot, exists, answer, used, evaluated, draw) -> Work:
         """Answers of ``slot`` (where ``exists``) into their destination buffers."""
         target = (jnp.where(exists, slot, size), need.destination[slot])
         answers = jax.tree.map(
             lambda leaf, new: leaf.at[target].set(new, mode="drop"), work.answers, answer
         )
-        return work._replace(
-            answers=answers,
-            queries=work.queries.at[jnp.where(evaluated, draw, plan.num_draws)].add(1, mode="drop"),
-            conditionals=work.conditionals.at[jnp.where(exists, draw, plan.num_draws)].add(
-                used, mode="drop"
-            ),
-        )
+        return tally(work._replace(answers=answers), draw, evaluated, exists, used)
 
     def score(work: Work, slot, valid, step, exists, rows, log_mu, evaluated, used) -> Work:
         """Scoring rows (``[B, L, ...]`` with their ``[B, L]`` steps) into their blocks'
@@ -182,14 +187,11 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
             rows,
         )
         added = jnp.sum(jnp.where(exists, log_mu, 0.0), axis=1)
-        return work._replace(
+        work = work._replace(
             scores=work.scores.at[jnp.where(valid, slot, size), 0].add(added, mode="drop"),
             window_rows=window_rows,
-            queries=work.queries.at[jnp.where(evaluated, draw, plan.num_draws)].add(1, mode="drop"),
-            conditionals=work.conditionals.at[jnp.where(valid, draw, plan.num_draws)].add(
-                used, mode="drop"
-            ),
         )
+        return tally(work, draw, evaluated, valid, used)
 
     def answer_of(slot, step):
         x = jax.tree.map(lambda leaf: leaf[slot], pool.x)
@@ -216,7 +218,6 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
         defect_step = step[jnp.arange(chunk), row]
         work = work._replace(defect=record(work, valid, codes, hit, defect_step, meta.draw[slot]))
         # answers: one speculation-form query each
-        unit = index * chunk + jnp.arange(chunk)
         exists = unit < answer_total
         slot = jnp.where(exists, _locate(answer_cumulative, need.answer_units, unit)[0], 0)
         step = need.spec_at[slot]

@@ -235,9 +235,11 @@ def admit(context, pool: Pool, meta: Meta, children: Array, orphan: Array):
     # ``depth`` slots to be sure to finish, and is started with room for ``SLACK`` times that
     # (its residual batches run their trials in parallel: a draw that waits for slots takes
     # more rounds than the reference's)
-    # (at most every trial slot: a pool smaller than that runs one draw at a time)
-    root_need = int(plan.depth[plan.policy.recursion_block])
-    root_cost = min(SLACK * root_need, max(root_need, plan.num_slots - plan.num_draws))
+    # (at most every trial slot, which the plan makes at least one draw's need: a pool
+    # smaller than that runs one draw at a time)
+    root_cost = min(
+        SLACK * int(plan.depth[plan.policy.recursion_block]), plan.num_slots - plan.num_draws
+    )
     if root_cost > 0:
         starts = idle & (running_sum(idle.astype(jnp.int32)) * root_cost <= budget - spent)
     else:
