@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["RESULTS", "make_process", "make_denoiser", "write_csv"]
+__all__ = ["RESULTS", "case_parser", "make_process", "make_denoiser", "write_csv"]
 
 #: where the scripts write the results the docs quote
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -72,6 +72,21 @@ def make_process(case: str):
             denoiser, dim, default_times(n), name=family, speculation_variance=variance
         )
     raise ValueError(f"unknown case {case!r}")
+
+
+def case_parser(docstring: str | None, cases: Sequence[str], csv_name: str):
+    """The argument parser of a script that measures ``--cases`` (default ``cases``) and
+    writes ``--csv`` (default ``RESULTS/csv_name``)."""
+    from numpyro_autospec.script_help import script_parser
+
+    parser = script_parser(docstring)
+    parser.add_argument(
+        "--cases", nargs="*", default=list(cases), help="cases of benchmarks/cases.py"
+    )
+    parser.add_argument(
+        "--csv", default=os.path.join(RESULTS, csv_name), help="CSV path ('' : none)"
+    )
+    return parser
 
 
 def write_csv(

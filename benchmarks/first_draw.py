@@ -20,9 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-from cases import RESULTS, write_csv
-
-from numpyro_autospec.script_help import script_parser
+from cases import case_parser, write_csv
 
 #: the child process: build the case's model, run one draw, print the seconds as JSON
 CHILD = r"""
@@ -88,17 +86,8 @@ def main(args: argparse.Namespace) -> list[dict]:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = script_parser(__doc__)
-    parser.add_argument(
-        "--cases",
-        nargs="*",
-        help="cases of benchmarks/cases.py",
-        default=["cw-32", "cw-1024", "digits-64"],
-    )
+    parser = case_parser(__doc__, ["cw-32", "cw-1024", "digits-64"], "first_draw.csv")
     parser.add_argument("--repeats", type=int, default=1, help="measurements per case")
-    parser.add_argument(
-        "--csv", default=os.path.join(RESULTS, "first_draw.csv"), help="CSV path ('' : none)"
-    )
     return parser.parse_args(argv)
 
 

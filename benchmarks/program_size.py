@@ -11,15 +11,13 @@ Kernel counts do not depend on the machine; seconds do (compare the two columns 
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import jax
-from cases import RESULTS, make_process, write_csv
+from cases import case_parser, make_process, write_csv
 
 from numpyro_autospec import engine
 from numpyro_autospec._program_size import program_size
-from numpyro_autospec.script_help import script_parser
 from numpyro_autospec.sequential import sequential_run
 
 
@@ -76,13 +74,7 @@ def main(args: argparse.Namespace) -> list[dict]:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = script_parser(__doc__)
-    parser.add_argument(
-        "--cases", nargs="*", help="cases of benchmarks/cases.py", default=["cw-1024", "mlp-256"]
-    )
-    parser.add_argument(
-        "--csv", default=os.path.join(RESULTS, "program_size.csv"), help="CSV path ('' : none)"
-    )
+    parser = case_parser(__doc__, ["cw-1024", "mlp-256"], "program_size.csv")
     return parser.parse_args(argv)
 
 

@@ -55,12 +55,14 @@ environment variables below are set before JAX initializes its backend.
 import os
 import re
 
+from tests.fresh_process import SUITE_EMITTERS
+
 _DEVICE_COUNT_FLAG = re.compile(r"--xla_force_host_platform_device_count=\S*")
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ["XLA_FLAGS"] = " ".join(
     [_DEVICE_COUNT_FLAG.sub("", os.environ.get("XLA_FLAGS", "")).strip()]
-    + ["--xla_cpu_use_fusion_emitters=false", "--xla_force_host_platform_device_count=1"]
+    + [SUITE_EMITTERS, "--xla_force_host_platform_device_count=1"]
 ).strip()
 
 os.environ.setdefault(

@@ -21,7 +21,7 @@ SUITE_ONLY = (
     "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
     "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES",
 )
-#: the suite's choice of XLA:CPU emitters (tests/conftest.py)
+#: the suite's choice of XLA:CPU emitters (set by tests/conftest.py, stripped for a user's shell)
 SUITE_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
 
 

@@ -60,9 +60,8 @@ from numpyro_autospec.numpyro import AutospecKernel
 from numpyro_autospec.oracles import CurieWeissOracle
 from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess
 from numpyro_autospec.processes.time_grids import default_times
+from tests.fresh_process import SUITE_EMITTERS
 
-#: the suite's choice of XLA:CPU emitters (tests/conftest.py)
-FAST_COMPILE = "--xla_cpu_use_fusion_emitters=false"
 DEVICES = 4
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -176,7 +175,7 @@ def sharded():
         environment = dict(
             os.environ,
             JAX_PLATFORMS="cpu",
-            XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES} {FAST_COMPILE}",
+            XLA_FLAGS=f"--xla_force_host_platform_device_count={DEVICES} {SUITE_EMITTERS}",
             PYTHONPATH=ROOT,
         )
         code = f"from tests.engine.test_sharding import sharded_runs; sharded_runs({path!r})"
@@ -293,7 +292,7 @@ def test_several_hosts_give_the_draws_of_one_device():
     environment = dict(
         os.environ,
         JAX_PLATFORMS="cpu",
-        XLA_FLAGS=f"--xla_force_host_platform_device_count=2 {FAST_COMPILE}",
+        XLA_FLAGS=f"--xla_force_host_platform_device_count=2 {SUITE_EMITTERS}",
         PYTHONPATH=ROOT,
     )
     with tempfile.TemporaryDirectory() as directory:
