@@ -22,23 +22,15 @@ import pytest
 
 import numpyro_autospec.reference as reference
 from numpyro_autospec.config import SamplerConfig
-from numpyro_autospec.oracles import PerturbedOracle, TableOracle
+from numpyro_autospec.oracles import PerturbedOracle
 from numpyro_autospec.processes import AnyOrderProcess
 from tests.gof import assert_gof, chisquare_gof, encode_configurations, power_draws
+from tests.tables import probabilities_of, random_table
 
 N, Q = 4, 3
 PAPER = SamplerConfig(root_windows=False)
 WINDOWS = SamplerConfig(window=2, min_window=1, floor=4, fallback=3)
 CONFIGS = {"paper": PAPER, "windows": WINDOWS}
-
-
-def random_table(seed, n=N, q=Q, concentration=0.6):
-    rng = np.random.default_rng(seed)
-    return TableOracle(np.log(rng.dirichlet(np.full(q**n, concentration))).reshape((q,) * n))
-
-
-def table_probs(log_probs):
-    return np.exp(np.asarray(log_probs, np.float64)).ravel()
 
 
 #: the process of the random-table test, shared by the tests of other properties of the same
@@ -51,7 +43,7 @@ TABLE_PROCESS = AnyOrderProcess(TABLE_ORACLE, N, Q)
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_reference_exact_on_random_table(name):
-    probs = table_probs(TABLE_ORACLE.log_probs)
+    probs = probabilities_of(TABLE_ORACLE.log_probs)
     assert power_draws(0.012, 0.05, num_cells=81) <= 40_000
     values, rounds, _ = reference.sample_many(
         TABLE_PROCESS, jax.random.PRNGKey(1), 40_000, CONFIGS[name]
@@ -64,7 +56,7 @@ def test_reference_exact_on_random_table(name):
 def test_reference_exact_for_inconsistent_oracle_fixed_order(name):
     order = np.array([2, 0, 3, 1])
     oracle = PerturbedOracle(random_table(1), 0.5, jax.random.PRNGKey(2))
-    probs = table_probs(oracle.sequential_log_probs(order))
+    probs = probabilities_of(oracle.sequential_log_probs(order))
     values, _, _ = reference.sample_many(
         AnyOrderProcess(oracle, N, Q, order=order), jax.random.PRNGKey(3), 8_000, CONFIGS[name]
     )
@@ -76,7 +68,7 @@ def test_reference_exact_for_infilling(name):
     oracle = random_table(2)
     mask = np.array([True, False, True, False])
     observed = np.array([2, 0, 1, 0])
-    probs = table_probs(oracle.conditional_log_probs(observed, mask))
+    probs = probabilities_of(oracle.conditional_log_probs(observed, mask))
     values, _, _ = reference.sample_many(
         AnyOrderProcess(oracle, N, Q, observed_values=observed, observed_mask=mask),
         jax.random.PRNGKey(4),
@@ -94,7 +86,9 @@ def test_harness_catches_a_wrong_sampler(monkeypatch):
     reference._jitted.cache_clear()
     process = AnyOrderProcess(TABLE_ORACLE, N, Q)  # a new process: a fresh jit cache
     values, _, _ = reference.sample_many(process, jax.random.PRNGKey(1), 8_000, PAPER)
-    result = chisquare_gof(encode_configurations(values, Q), table_probs(TABLE_ORACLE.log_probs))
+    result = chisquare_gof(
+        encode_configurations(values, Q), probabilities_of(TABLE_ORACLE.log_probs)
+    )
     assert result.p_value <= 1e-4
     reference._jitted.cache_clear()
 

@@ -31,6 +31,7 @@ from numpyro_autospec.oracles import (
 from numpyro_autospec.processes import AnyOrderProcess
 from tests.engine.programs import draws_in_calls
 from tests.gof import assert_gof, chisquare_gof, encode_configurations
+from tests.tables import random_table
 
 N, Q = 4, 3
 NUM_DRAWS = 30_000
@@ -39,11 +40,6 @@ CONFIGS = {
     "paper": SamplerConfig(root_windows=False),
     "assd": SamplerConfig(method="assd", block_size=3),
 }
-
-
-def random_table(seed: int) -> TableOracle:
-    rng = np.random.default_rng(seed)
-    return TableOracle(np.log(rng.dirichlet(np.full(Q**N, 0.6))).reshape((Q,) * N))
 
 
 class BlockTable(TableOracle):

@@ -20,11 +20,11 @@ from numpyro_autospec.oracles import (
     CurieWeissOracle,
     IsingChainOracle,
     PerturbedOracle,
-    TableOracle,
 )
 from numpyro_autospec.processes import AnyOrderProcess
 from tests.engine.programs import compiled_run, draws_in_calls
 from tests.gof import assert_gof, chisquare_gof, encode_configurations, mean_z_test
+from tests.tables import probabilities_of, random_table
 
 N, Q = 4, 3
 CONFIGS = {
@@ -50,15 +50,6 @@ CHUNK = 500
 #: compile in about two thirds of the CPU time of 3000-4000 (Curie-Weiss n = 32: 27 s
 #: against 41 s; Ising n = 48: 37 s against 59 s) and draw as fast
 LARGE_MODEL_CHUNK = 100
-
-
-def random_table(seed, n=N, q=Q, concentration=0.6):
-    rng = np.random.default_rng(seed)
-    return TableOracle(np.log(rng.dirichlet(np.full(q**n, concentration))).reshape((q,) * n))
-
-
-def probs_of(log_probs):
-    return np.exp(np.asarray(log_probs, np.float64)).ravel()
 
 
 def engine_draws(process, key, num_draws, config, capacity=None, chunk=CHUNK, share=True):
@@ -124,7 +115,7 @@ def test_exact_on_random_table(name):
     value, _, _ = engine_draws(
         AnyOrderProcess(oracle, N, Q), jax.random.PRNGKey(13), 40_000, CONFIGS[name], chunk=chunk
     )
-    assert_gof(encode_configurations(value, Q), probs_of(oracle.log_probs), threshold=1e-4)
+    assert_gof(encode_configurations(value, Q), probabilities_of(oracle.log_probs), threshold=1e-4)
 
 
 @pytest.mark.slow
@@ -137,7 +128,7 @@ def test_exact_with_a_starved_pool():
         CONFIGS["autospec-fallback"],
         STARVED,
     )
-    assert_gof(encode_configurations(value, Q), probs_of(oracle.log_probs), threshold=1e-4)
+    assert_gof(encode_configurations(value, Q), probabilities_of(oracle.log_probs), threshold=1e-4)
 
 
 @pytest.mark.slow
@@ -153,7 +144,7 @@ def test_exact_for_inconsistent_oracle_and_infilling():
         process, jax.random.PRNGKey(15), 40_000, CONFIGS["autospec-fallback"]
     )
     assert (value[:, 1] == 2).all()
-    expected = probs_of(oracle.sequential_log_probs(order, observed, mask))
+    expected = probabilities_of(oracle.sequential_log_probs(order, observed, mask))
     assert_gof(encode_configurations(value, Q), expected, threshold=1e-4)
 
 
@@ -217,7 +208,7 @@ def test_wrong_sampler_is_caught(monkeypatch):
     value, _, _ = engine_draws(
         AnyOrderProcess(oracle, N, Q), jax.random.PRNGKey(13), 8_000, CONFIGS["paper"], share=False
     )
-    result = chisquare_gof(encode_configurations(value, Q), probs_of(oracle.log_probs))
+    result = chisquare_gof(encode_configurations(value, Q), probabilities_of(oracle.log_probs))
     assert result.p_value <= 1e-4
 
 

@@ -19,13 +19,9 @@ from numpyro_autospec.oracles import (
 from numpyro_autospec.processes import AnyOrderProcess, uniform_times
 from numpyro_autospec.sequential import sequential_run
 from tests.gof import assert_gof, encode_configurations
+from tests.tables import random_table
 
 N, Q = 4, 3
-
-
-def random_table(seed, n=N, q=Q, concentration=0.6):
-    rng = np.random.default_rng(seed)
-    return TableOracle(np.log(rng.dirichlet(np.full(q**n, concentration))).reshape((q,) * n))
 
 
 def all_configurations(n=N, q=Q):

@@ -29,18 +29,14 @@ from numpyro_autospec import (
     reference,
 )
 from numpyro_autospec.numpyro import UnsupportedModelError, draw_model, inspect_model
-from numpyro_autospec.oracles import CurieWeissOracle, PerturbedOracle, TableOracle
+from numpyro_autospec.oracles import CurieWeissOracle, PerturbedOracle
 from numpyro_autospec.processes import AnyOrderProcess
 from tests.fresh_process import user_environment
 from tests.gof import assert_gof, chisquare_gof, encode_configurations
+from tests.tables import random_table
 
 N, Q = 4, 3
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def random_table(seed, n=N, q=Q, concentration=0.6):
-    rng = np.random.default_rng(seed)
-    return TableOracle(np.log(rng.dirichlet(np.full(q**n, concentration))).reshape((q,) * n))
 
 
 TABLE = random_table(0)

@@ -1,0 +1,32 @@
+"""Random joint tables on :math:`[q]^n`, the exact answers of most goodness-of-fit tests.
+
+Nothing here is a test.  One home for the table every exactness test draws from, so that a
+change of the recipe (the Dirichlet concentration, the order of the cells) reaches them all.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from numpyro_autospec.oracles import TableOracle
+
+#: the default size: n = 4 sites with q = 3 values, 81 cells
+N, Q = 4, 3
+
+
+def random_probabilities(seed: int, n: int = N, q: int = Q, concentration: float = 0.6):
+    """A Dirichlet(``concentration``) joint on :math:`[q]^n`: float64 ``[q**n]``, C order
+    (site 0 most significant, as :func:`tests.gof.encode_configurations` codes a draw)."""
+    return np.random.default_rng(seed).dirichlet(np.full(q**n, concentration))
+
+
+def random_table(seed: int, n: int = N, q: int = Q, concentration: float = 0.6) -> TableOracle:
+    """The :class:`TableOracle` of :func:`random_probabilities`."""
+    probabilities = random_probabilities(seed, n, q, concentration)
+    return TableOracle(np.log(probabilities).reshape((q,) * n))
+
+
+def probabilities_of(log_probs) -> np.ndarray:
+    """An exact law given by its log-probabilities ``[q] * n`` (``TableOracle.log_probs``,
+    ``PerturbedOracle.sequential_log_probs``, ...) as float64 ``[q**n]`` in C order."""
+    return np.exp(np.asarray(log_probs, np.float64)).ravel()
