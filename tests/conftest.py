@@ -130,6 +130,7 @@ FILE_SECONDS = {
     "tests/test_examples.py": 172,
     "tests/test_docs.py": 162,
     "tests/numpyro/test_kernel.py": 160,
+    "tests/numpyro/test_gibbs.py": 92,
     "tests/engine/test_diffusion.py": 160,
     "tests/learned/test_denoiser.py": 120,
     "tests/learned/test_transformer_exactness.py": 111,

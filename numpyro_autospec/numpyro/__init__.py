@@ -1,6 +1,8 @@
-"""NumPyro integration: oracle-carrying distributions and the ``AutospecKernel`` MCMC kernel."""
+"""NumPyro integration: oracle-carrying distributions, the ``AutospecKernel`` MCMC kernel and the
+``AutospecGibbs`` posterior sampler."""
 
 from numpyro_autospec.numpyro.distributions import AnyOrderAR, OracleDistribution
+from numpyro_autospec.numpyro.gibbs import AutospecGibbs, AutospecGibbsState
 from numpyro_autospec.numpyro.kernel import (
     AutospecKernel,
     AutospecState,
@@ -14,6 +16,8 @@ from numpyro_autospec.numpyro.stochastic_localization import StochasticLocalizat
 
 __all__ = [
     "AnyOrderAR",
+    "AutospecGibbs",
+    "AutospecGibbsState",
     "AutospecKernel",
     "AutospecState",
     "ModelInspection",
