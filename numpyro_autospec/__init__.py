@@ -6,6 +6,8 @@ denoising diffusion in :math:`\\tilde O(\\sqrt n)` rounds of oracle calls instea
 :math:`n`.  The main entry points:
 
 * :class:`AutospecKernel` -- a NumPyro ``MCMCKernel`` returning exact independent draws;
+* :class:`AutospecGibbs` -- posterior inference: exact draws of the oracle sites as a block of
+  NUTS/HMC-within-Gibbs (:mod:`numpyro_autospec.numpyro.gibbs`);
 * :class:`AnyOrderAR`, :class:`StochasticLocalization` -- distributions carrying an oracle;
 * :class:`SamplerConfig` -- the engine's knobs (none of them changes the law);
 * :class:`AutospecError` -- the base of every error the package raises on bad input
@@ -14,11 +16,17 @@ denoising diffusion in :math:`\\tilde O(\\sqrt n)` rounds of oracle calls instea
 
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.exceptions import AutospecError
-from numpyro_autospec.numpyro import AnyOrderAR, AutospecKernel, StochasticLocalization
+from numpyro_autospec.numpyro import (
+    AnyOrderAR,
+    AutospecGibbs,
+    AutospecKernel,
+    StochasticLocalization,
+)
 
 __all__ = [
     "AnyOrderAR",
     "AutospecError",
+    "AutospecGibbs",
     "AutospecKernel",
     "SamplerConfig",
     "StochasticLocalization",

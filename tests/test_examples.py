@@ -22,6 +22,11 @@ def load(name):
         ("quickstart", ["--num-positions", "16", "--num-samples", "6", "--num-chains", "2"]),
         ("infilling", ["--num-positions", "8", "--num-pinned", "2", "--num-samples", "6"]),
         (
+            "posterior_coupling",
+            ["--num-positions", "16", "--num-samples", "20", "--num-warmup", "10"]
+            + ["--num-chains", "1", "--sizes", "--num-draws", "2"],
+        ),
+        (
             "learned_digits",
             ["--num-steps", "20", "--hidden-size", "16", "--num-samples", "4", "--eval-orders", "1"]
             + ["--no-progress-bar"],
