@@ -1,96 +1,30 @@
-"""The reference sampler (the executable specification) is exact.
+"""The reference sampler (the executable specification): its costs and the draws it keeps.
 
-Goodness-of-fit against exact answers, fixed seeds, threshold p > 1e-4 (tests/gof.py):
-
-Each test runs the paper's recursion (``PAPER``: recursion blocks only) and the default
-``autospec`` root (``WINDOWS``: block-verified windows, and a recursion block after a window
-that kept little; the knobs are set so that both branches occur at n = 4):
-
-* a random joint table, n = 4 sites, q = 3 values: 40 000 draws, chi-square over all 81
-  cells (power: an absolute error of 0.012 in a cell of probability ~0.05 is detected at power
-  0.99 with 81 cells, see ``power_draws``);
-* an inconsistent oracle with a fixed order: the law is prod_k p(x_sigma(k) | x_sigma(<k));
-* infilling: some sites observed, the law is the exact conditional of the others.
-
-The same module shows the harness failing on a deliberately wrong sampler (residual trials
-accepted unconditionally, i.e. the residual law replaced by mu itself).
+Its law is tested through the engine, which is a second implementation of the same function
+of the key: ``tests/engine/test_scheduler.py`` and ``tests/engine/test_block_form.py`` show the
+engine's draws equal the reference's key for key (every method, a random table, an
+inconsistent oracle with a fixed order and infilling, starved pools), and the engine's draws
+pass goodness-of-fit against the exact laws at 20 000-40 000 draws there, where the reference,
+a Python loop, would take minutes; the same files reject a deliberately wrong engine.
 """
 
 import jax
 import numpy as np
-import pytest
 
 import numpyro_autospec.reference as reference
 from numpyro_autospec.config import SamplerConfig
-from numpyro_autospec.oracles import PerturbedOracle
 from numpyro_autospec.processes import AnyOrderProcess
-from tests.gof import assert_gof, chisquare_gof, encode_configurations, power_draws
-from tests.tables import probabilities_of, random_table
+from tests.tables import random_table
 
 N, Q = 4, 3
 PAPER = SamplerConfig(root_windows=False)
+#: the default root's windows with a recursion block after a window that kept little
 WINDOWS = SamplerConfig(window=2, min_window=1, floor=4, fallback=3)
-CONFIGS = {"paper": PAPER, "windows": WINDOWS}
 
-
-#: the process of the random-table test, shared by the tests of other properties of the same
-#: sampler (growth rate, sequential costs): the reference's jitted programs depend on the
-#: table (a constant of every program), so one table means one set of compiled programs
+#: one process for every test: the reference's jitted programs depend on the table (a
+#: constant of every program), so one table means one set of compiled programs
 TABLE_ORACLE = random_table(0)
 TABLE_PROCESS = AnyOrderProcess(TABLE_ORACLE, N, Q)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(CONFIGS))
-def test_reference_exact_on_random_table(name):
-    probs = probabilities_of(TABLE_ORACLE.log_probs)
-    assert power_draws(0.012, 0.05, num_cells=81) <= 40_000
-    values, rounds, _ = reference.sample_many(
-        TABLE_PROCESS, jax.random.PRNGKey(1), 40_000, CONFIGS[name]
-    )
-    assert_gof(encode_configurations(values, Q), probs, threshold=1e-4, label=name)
-    assert rounds.mean() < N + 3  # mostly accepted speculations
-
-
-@pytest.mark.parametrize("name", sorted(CONFIGS))
-def test_reference_exact_for_inconsistent_oracle_fixed_order(name):
-    order = np.array([2, 0, 3, 1])
-    oracle = PerturbedOracle(random_table(1), 0.5, jax.random.PRNGKey(2))
-    probs = probabilities_of(oracle.sequential_log_probs(order))
-    values, _, _ = reference.sample_many(
-        AnyOrderProcess(oracle, N, Q, order=order), jax.random.PRNGKey(3), 8_000, CONFIGS[name]
-    )
-    assert_gof(encode_configurations(values, Q), probs, threshold=1e-4, label="inconsistent")
-
-
-@pytest.mark.parametrize("name", sorted(CONFIGS))
-def test_reference_exact_for_infilling(name):
-    oracle = random_table(2)
-    mask = np.array([True, False, True, False])
-    observed = np.array([2, 0, 1, 0])
-    probs = probabilities_of(oracle.conditional_log_probs(observed, mask))
-    values, _, _ = reference.sample_many(
-        AnyOrderProcess(oracle, N, Q, observed_values=observed, observed_mask=mask),
-        jax.random.PRNGKey(4),
-        8_000,
-        CONFIGS[name],
-    )
-    assert (values[:, mask] == observed[mask]).all()
-    assert_gof(encode_configurations(values, Q), probs, threshold=1e-4, label="infilling")
-
-
-def test_harness_catches_a_wrong_sampler(monkeypatch):
-    """Residual trials accepted unconditionally: the output law is
-    min(mu, nu) + TV * mu instead of mu.  The same test must reject it."""
-    monkeypatch.setattr(reference, "residual_accepts", lambda key, log_mu, log_nu: True)
-    reference._jitted.cache_clear()
-    process = AnyOrderProcess(TABLE_ORACLE, N, Q)  # a new process: a fresh jit cache
-    values, _, _ = reference.sample_many(process, jax.random.PRNGKey(1), 8_000, PAPER)
-    result = chisquare_gof(
-        encode_configurations(values, Q), probabilities_of(TABLE_ORACLE.log_probs)
-    )
-    assert result.p_value <= 1e-4
-    reference._jitted.cache_clear()
 
 
 def test_draws_do_not_depend_on_growth_rate():

@@ -132,10 +132,9 @@ class AutospecKernel(MCMCKernel):
     :param validate: probe every oracle against its contract at ``init``.
 
     Collected fields: ``z`` (the draw) and, by default, ``rounds`` and ``queries`` (they also
-    show up in ``arviz.from_numpyro(mcmc).sample_stats``).  The progress bar shows the rounds,
-    queries and *acceptance* of the last draw: the share of its oracle queries that went into
-    steps it kept, ``num_steps / queries`` (1 for the sequential sampler; lower when
-    speculated blocks are scored and rejected).
+    show up in ``arviz.from_numpyro(mcmc).sample_stats``).  The progress bar shows the last
+    draw's rounds and oracle evaluations beside its number of sampled steps, which is what the
+    sequential sampler spends on both (``"7 rounds, 9 evaluations, 32 steps"``).
 
     >>> import jax, numpyro
     >>> from numpyro.infer import MCMC
@@ -196,12 +195,12 @@ class AutospecKernel(MCMCKernel):
         return ("z", "rounds", "queries")
 
     def get_diagnostics_str(self, state: AutospecState) -> str:
-        """``"R rounds, Q queries, acceptance A"`` for the last draw (``A = num_steps / Q``),
-        or ``"warmup (no draws)"`` during warmup."""
+        """``"R rounds, Q evaluations, S steps"`` for the last draw (the sequential sampler
+        takes ``S`` of both), or ``"warmup (no draws)"`` during warmup."""
         rounds, queries = int(state.rounds), int(state.queries)
         if queries == 0:
             return "warmup (no draws)" if self._num_steps else "no oracle site"
-        return f"{rounds} rounds, {queries} queries, acceptance {self._num_steps / queries:.2f}"
+        return f"{rounds} rounds, {queries} evaluations, {self._num_steps} steps"
 
     def postprocess_fn(self, model_args, model_kwargs):
         """Identity: draws are already in the support, deterministic sites included."""

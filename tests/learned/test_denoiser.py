@@ -26,9 +26,7 @@ pytest.importorskip("equinox")
 pytest.importorskip("optax")
 pytest.importorskip("sklearn")
 
-import doctest  # noqa: E402
 import functools  # noqa: E402
-import importlib  # noqa: E402
 
 import equinox as eqx  # noqa: E402
 import jax  # noqa: E402
@@ -257,12 +255,3 @@ def test_the_same_test_rejects_a_wrong_sampler():
     wrong = chain_draws(coarse, 4)[:ENGINE_DRAWS]
     with pytest.raises(AssertionError, match="two-sample Kolmogorov-Smirnov failed"):
         assert_same_law(wrong, chain, "coarser chain vs Euler chain")
-
-
-@pytest.mark.parametrize(
-    "module_name",
-    ["numpyro_autospec.learned.denoiser", "numpyro_autospec.learned.denoiser_training"],
-)
-def test_docstring_examples_run(module_name):
-    result = doctest.testmod(importlib.import_module(module_name), verbose=False)
-    assert result.attempted > 0 and result.failed == 0

@@ -89,7 +89,7 @@ def check_print_summary_and_diagnostics_string(mcmc, capsys):
     assert "r_hat" in printed and "x[255]" in printed
     state = jax.tree.map(lambda leaf: leaf[1], mcmc.last_state)  # chain 1's last state
     rounds, queries = int(state.rounds), int(state.queries)
-    expected = f"{rounds} rounds, {queries} queries, acceptance {N / queries:.2f}"
+    expected = f"{rounds} rounds, {queries} evaluations, {N} steps"
     assert mcmc.sampler.get_diagnostics_str(state) == expected
 
 

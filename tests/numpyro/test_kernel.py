@@ -96,7 +96,7 @@ def test_sequential_chains_with_warmup_and_progress_bar(capfd, monkeypatch):
     here with the sequential sampler (the chain plumbing does not depend on the method; the
     engine runs through it in the tests below): every draw is the reference's for the key
     NumPyro hands the site.  Warmup is a no-op, so the draws after 3 warmup iterations are
-    those of ``num_warmup=0``; the bar shows the last draw's rounds and acceptance."""
+    those of ``num_warmup=0``; the bar shows the last draw's rounds, evaluations and steps."""
     for variable in ("CI", "PYTEST_XDIST_WORKER"):  # NumPyro turns the bar off under these
         monkeypatch.delenv(variable, raising=False)
     mcmc = MCMC(
@@ -116,7 +116,7 @@ def test_sequential_chains_with_warmup_and_progress_bar(capfd, monkeypatch):
     assert (extra["rounds"] == N).all() and (extra["queries"] == N).all()
     bar = capfd.readouterr().err
     assert "warmup" in bar and "sample" in bar
-    assert f"{N} rounds, {N} queries, acceptance 1.00" in bar
+    assert f"{N} rounds, {N} evaluations, {N} steps" in bar
 
 
 OBSERVED, MASK = np.array([0, 2, 0, 1]), np.array([False, True, False, True])

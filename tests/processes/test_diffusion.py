@@ -717,12 +717,3 @@ def test_default_grid_lands_on_digits_and_keeps_their_law():
         distinct[grid_name] = np.unique(nearest).size
     assert abs(distinct["default"] - expected) < 5 * spread, (distinct, expected)
     assert distinct["uniform"] < expected - 20 * spread, (distinct, expected)
-
-
-def test_docstring_examples_run():
-    import doctest
-
-    from numpyro_autospec.processes import diffusion
-
-    result = doctest.testmod(diffusion, optionflags=doctest.ELLIPSIS, verbose=False)
-    assert result.attempted > 0 and result.failed == 0
