@@ -23,6 +23,7 @@ from numpyro_autospec.oracles import (
     PerturbedOracle,
 )
 from numpyro_autospec.processes import AnyOrderProcess
+from tests.engine.broken import keep_every_site
 from tests.engine.programs import compiled_run, draws_in_calls
 from tests.gof import assert_gof, chisquare_gof, encode_configurations, mean_z_test
 from tests.tables import probabilities_of, random_table
@@ -218,11 +219,6 @@ def test_ising_chain_statistics():
         [chain.site_marginals() @ np.array([-1.0, 1.0]), chain.bond_expectations()]
     )
     mean_z_test(statistics, expected, threshold=1e-4)
-
-
-def keep_every_site(key, target_rows, draft_rows, values, gamma):
-    """A broken verifier: every speculated site kept, the window's draft never corrected."""
-    return verification.Verdict(gamma, values[0])
 
 
 #: a broken piece of each path through the engine, and the config that runs it: the default
