@@ -9,7 +9,8 @@ model argument):
 * ``independent``, ``eps = 0.5``: ``y`` does not depend on the spins; the block update is an
   exact independent draw (acceptance exactly 1), and the observed spins inform ``beta`` only
   through their marginal ``mu_beta(x_obs)``;
-* ``noisy``, ``eps = 0.3``: the draws are accepted with the likelihood ratio.
+* ``noisy``, ``eps = 0.3``: the draws are accepted with the likelihood ratio, three proposals
+  an update (the multiple-try step, ``num_proposals=3``).
 
 The exact posterior is enumerated: the 64 configurations of the free spins times a midpoint
 grid of 4000 values of ``beta``.  Statistics: the posterior means of ``beta`` and of the free
@@ -39,6 +40,7 @@ import pytest
 from numpyro.infer import MCMC, NUTS
 
 from numpyro_autospec import AutospecError
+from numpyro_autospec.exceptions import ConfigError
 from numpyro_autospec.numpyro import AnyOrderAR, AutospecGibbs, UnsupportedModelError
 from numpyro_autospec.numpyro import gibbs as gibbs_module
 from numpyro_autospec.oracles import CurieWeissOracle, HopfieldOracle
@@ -49,6 +51,9 @@ OBSERVED = np.ones(N, np.int32)
 Y = np.zeros(FREE, np.int32)  # every free spin seen down
 NUM_CHAINS, NUM_SAMPLES, BURN_IN = 2, 2500, 50
 Z_RIGHT, Z_WRONG = 4.0, 8.0
+#: proposals per block update: the multiple-try step, whose K = 1 case is the plain
+#: independence Metropolis step
+NUM_PROPOSALS = 3
 
 
 CASES = {"independent": 0.5, "noisy": 0.3}  # flip probability of y; at 0.5 y says nothing
@@ -106,11 +111,13 @@ def z_scores(samples: dict, eps: float) -> dict:
 
 def run_cases(method: str, cases=tuple(CASES), chain_method: str = "vectorized") -> dict:
     """``{case: (z-scores, extra fields grouped by chain, samples, idata)}``, every case run
-    by one compiled program (``eps`` is a traced model argument)."""
+    by one compiled program (``eps`` is a traced model argument), with ``NUM_PROPOSALS``
+    proposals per update."""
     kernel = AutospecGibbs(
         NUTS(model, step_size=0.7, adapt_step_size=False, adapt_mass_matrix=False),
         gibbs_sites=["spins"],
         method=method,
+        num_proposals=NUM_PROPOSALS,
     )
     mcmc = MCMC(
         kernel,
@@ -236,3 +243,9 @@ def test_site_that_is_not_an_oracle_site_is_refused():
     )
     with pytest.raises(AutospecError, match="site 'coin' is a BernoulliProbs, not an AnyOrderAR"):
         mcmc.run(jax.random.PRNGKey(0))
+
+
+@pytest.mark.parametrize("num_proposals", [0, 1.5, True])
+def test_bad_number_of_proposals_is_refused(num_proposals):
+    with pytest.raises(ConfigError, match="num_proposals must be"):
+        AutospecGibbs(NUTS(model), gibbs_sites=["spins"], num_proposals=num_proposals)
