@@ -5,7 +5,9 @@ Exactness is shown at two levels: draw for draw (the kernel's draws and rounds a
 reference sampler, the executable specification, for the keys NumPyro hands the site; the
 engine equals the reference in tests/engine), and by
 chi-square goodness of fit of >= 20 000 draws taken through ``MCMC`` against the exact table
-and the exact infilling conditional (p > 1e-4, fixed seeds).
+and the exact infilling conditional (p > 1e-4, fixed seeds).  The kernel with a broken engine
+(a verifier that keeps every drafted site, residual trials accepted unconditionally) is
+rejected by the same chi-square.
 """
 
 import os
@@ -21,6 +23,8 @@ import numpyro.distributions as dist
 import pytest
 from numpyro.infer import MCMC
 
+import numpyro_autospec.engine._tasks as tasks
+import numpyro_autospec.verification as verification
 from numpyro_autospec import (
     AnyOrderAR,
     AutospecKernel,
@@ -29,8 +33,9 @@ from numpyro_autospec import (
     reference,
 )
 from numpyro_autospec.numpyro import UnsupportedModelError, draw_model, inspect_model
-from numpyro_autospec.oracles import CurieWeissOracle, PerturbedOracle
+from numpyro_autospec.oracles import CurieWeissOracle
 from numpyro_autospec.processes import AnyOrderProcess
+from tests.engine.broken import accept_every_residual, keep_every_site
 from tests.fresh_process import user_environment
 from tests.gof import assert_gof, chisquare_gof, encode_configurations
 from tests.tables import random_table
@@ -129,9 +134,10 @@ def test_exact_through_mcmc_on_a_table_and_infilling():
 
     * The first 2 plate draws of each site, chain and iteration (a site's plate draws use
       ``split(site_key, 2500)``) are the reference sampler's.
-    * Chi-square over the 81 cells against the exact table and against
-      ``TableOracle.conditional_log_probs`` (p > 1e-4): 20 000 draws over 81 cells detect an
-      absolute error of 0.017 in a cell of probability 0.05 at power 0.99 (``power_draws``).
+    * Chi-square against the exact table and against ``TableOracle.conditional_log_probs``
+      (p > 1e-4).  The table: 76 cells after pooling, where 20 000 draws detect an absolute
+      error of 0.016 in a cell of probability 0.05 at power 0.99 (``power_draws(0.016, 0.05,
+      num_cells=76)``: 19 654); the infilling law: 9 cells (two sites pinned), 0.016 at 0.1.
     """
 
     def model():
@@ -201,19 +207,37 @@ def test_parallel_chains_on_two_devices(tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "x.npy"), value.reshape(2, 3, N))
 
 
-def test_a_wrong_sampler_fails_the_same_test():
-    """A kernel whose oracle is biased (the table's conditionals perturbed, scale 0.3) against
-    the exact table: the chi-square test of the test above rejects it."""
-    biased = PerturbedOracle(TABLE, 0.3, jax.random.PRNGKey(1))
+#: the kernel's engine with one broken piece (tests/engine/broken.py), by config: the default
+#: root's block verification keeps every drafted site; the paper's residual trials are accepted
+#: unconditionally
+BROKEN = {
+    "autospec": (
+        SamplerConfig(),
+        lambda patch: patch.setitem(verification.VERIFIERS, "block", keep_every_site),
+    ),
+    "paper": (
+        SamplerConfig(root_windows=False),
+        lambda patch: patch.setattr(tasks, "residual_log_accept_prob", accept_every_residual),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_a_wrong_sampler_fails_the_same_test(monkeypatch, name):
+    """``AutospecKernel`` with a broken engine (:data:`BROKEN`, traced into a fresh MCMC
+    program): a plate of 4 000 draws of the table is rejected (p <= 1e-4) by the chi-square
+    of :func:`test_exact_through_mcmc_on_a_table_and_infilling`."""
+    config, breaks = BROKEN[name]
+    breaks(monkeypatch)
 
     def model():
-        with numpyro.plate("draws", 20_000):
-            numpyro.sample("x", AnyOrderAR(biased, N, Q))
+        with numpyro.plate("draws", 4_000):
+            numpyro.sample("x", AnyOrderAR(TABLE, N, Q))
 
-    mcmc = run_mcmc(AutospecKernel(model, method="sequential"), 1)
+    mcmc = run_mcmc(AutospecKernel(model, config=config), 1, seed=2)
     x = np.asarray(mcmc.get_samples()["x"]).reshape(-1, N)
     result = chisquare_gof(encode_configurations(x, Q), np.exp(TABLE.log_probs).ravel())
-    assert result.p_value <= 1e-4
+    assert result.p_value <= 1e-4, result
 
 
 def test_stochastic_localization_site_draws_are_the_reference_draws():

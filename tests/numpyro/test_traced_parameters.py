@@ -3,9 +3,16 @@
 The law tests: ``beta`` takes two values inside one compiled MCMC program, chosen by a latent
 site among two values that are themselves a jit model argument, and the number of up spins
 of each group of draws must follow ``magnetization_log_probs()`` of its own ``beta``
-(chi-square, ``tests/gof.py``, p > 1e-4) and be rejected against the other ``beta``'s law,
-which shows the test has the power to see a sampler that ignores the traced value.  A second
-run of the same compiled program with the argument's two values swapped must swap the laws.
+(chi-square, ``tests/gof.py``, p > 1e-4) and be rejected against the other ``beta``'s law.  A
+second run of the same compiled program with the argument's two values swapped must swap the
+laws, and a kernel run with a stale parameter (the first run's values baked in, the traced
+argument ignored) is rejected by the same chi-square.
+
+Power: about 300 draws per value of ``beta`` over the 9 cells left after pooling catch only
+an absolute error of about 0.17 in a cell of probability 0.2 at power 0.99 and threshold 1e-4
+(``power_draws(0.17, 0.2, num_cells=9)``: 306).  That tells the two laws apart (and a sampler
+that ignores the traced value from a correct one); it does not check either law closely, which
+the engine's own goodness-of-fit tests do (tests/engine/test_scheduler.py).
 """
 
 import jax
@@ -57,11 +64,16 @@ def two_beta_runs():
     runs = []
     for seed, betas in ((11, BETAS), (12, BETAS[::-1])):
         mcmc.run(jax.random.PRNGKey(seed), jnp.asarray(betas, jnp.float32))
-        samples = mcmc.get_samples()
-        ups = np.asarray(samples["x"]).sum(axis=1)
-        ordered = np.asarray(samples["ordered"]).astype(bool)
-        runs.append((ups[~ordered], ups[ordered]))
+        runs.append(up_counts_by_group(mcmc))
     return runs
+
+
+def up_counts_by_group(mcmc):
+    """The up-spin counts of a run's draws with ``ordered = 0`` and with ``ordered = 1``."""
+    samples = mcmc.get_samples()
+    ups = np.asarray(samples["x"]).sum(axis=1)
+    ordered = np.asarray(samples["ordered"]).astype(bool)
+    return ups[~ordered], ups[ordered]
 
 
 def test_latent_beta_draws_follow_the_law_of_their_own_beta(two_beta_runs):
@@ -85,6 +97,30 @@ def test_beta_as_a_jit_model_argument_gives_the_law_of_each_value(two_beta_runs)
         counts = np.bincount(ups, minlength=N + 1)
         assert_gof(counts, magnetization_law(beta), label=f"{beta=}")
         assert chisquare_gof(counts, magnetization_law(other)).p_value <= DEFAULT_THRESHOLD
+
+
+def test_a_stale_parameter_fails_the_same_test(monkeypatch):
+    """A wrong sampler through the same kernel and program: its step is handed the first run's
+    argument ``BETAS`` as a constant whatever the traced argument holds (a kernel that baked
+    its model arguments into the compiled program).  The swapped run's draws then fail the
+    chi-square of :func:`test_beta_as_a_jit_model_argument_gives_the_law_of_each_value`."""
+    sample = AutospecKernel.sample
+    stale = (jnp.asarray(BETAS, jnp.float32),)
+    monkeypatch.setattr(
+        AutospecKernel, "sample", lambda self, state, _, kwargs: sample(self, state, stale, kwargs)
+    )
+    mcmc = MCMC(
+        AutospecKernel(two_beta_model),
+        num_warmup=0,
+        num_samples=NUM_DRAWS,
+        jit_model_args=True,
+        progress_bar=False,
+    )
+    mcmc.run(jax.random.PRNGKey(12), jnp.asarray(BETAS[::-1], jnp.float32))
+    for ups, beta in zip(up_counts_by_group(mcmc), BETAS[::-1], strict=True):
+        assert ups.size > NUM_DRAWS // 3
+        result = chisquare_gof(np.bincount(ups, minlength=N + 1), magnetization_law(beta))
+        assert result.p_value <= DEFAULT_THRESHOLD, result
 
 
 def test_traced_oracles_are_pytrees_with_their_parameters_as_leaves():
