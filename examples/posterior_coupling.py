@@ -24,7 +24,7 @@ sequential sampler needs ``n / 2``).  It saves a figure.
 
 Run::
 
-    python examples/posterior_coupling.py            # n = 64, about a minute on 2 CPU cores
+    python examples/posterior_coupling.py            # n = 64, a few minutes on 2 CPU cores
     python examples/posterior_coupling.py --num-positions 256 --num-samples 2000
 """
 

@@ -123,7 +123,6 @@ settings.load_profile("ci")
 #: order is used, and a file not listed runs after these, in collection order
 FILE_SECONDS = {
     "tests/engine/test_scheduler.py": 576,
-    "tests/test_reference.py": 417,
     "tests/test_api_reference.py": 366,
     "tests/engine/test_block_form.py": 288,
     "tests/engine/test_sharding.py": 228,
@@ -137,6 +136,7 @@ FILE_SECONDS = {
     "tests/engine/test_errors.py": 96,
     "tests/learned/test_transformer_training.py": 81,
     "tests/numpyro/test_traced_parameters.py": 76,
+    "tests/test_reference.py": 20,
     "tests/numpyro/test_arviz.py": 76,
     "tests/numpyro/test_tuning.py": 75,
     "tests/numpyro/test_errors.py": 64,

@@ -38,7 +38,10 @@ from numpyro_autospec.parameters import staged_constants
 __all__ = ["ModelInspection", "UnsupportedModelError", "inspect_model"]
 
 
-_ALTERNATIVES = "use NUTS/HMC, DiscreteHMCGibbs, MixedHMC or HMCGibbs instead"
+_ALTERNATIVES = (
+    "for posterior inference use AutospecGibbs (exact engine draws as a Gibbs block within "
+    "NUTS/HMC), or NUTS/HMC, DiscreteHMCGibbs or MixedHMC"
+)
 
 
 class UnsupportedModelError(AutospecError):
