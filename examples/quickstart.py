@@ -49,7 +49,7 @@ def make_model(oracle: CurieWeissOracle):
     n = oracle.num_positions
 
     def model():
-        x = numpyro.sample("x", AnyOrderAR(oracle, num_positions=n, num_categories=2))
+        x = numpyro.sample("x", AnyOrderAR(oracle))
         numpyro.deterministic("magnetization", 2 * x.sum() - n)
 
     return model

@@ -174,8 +174,10 @@ class AnyOrderAR(OracleDistribution):
     :param oracle: the any-order oracle; its parameters may be traced (``beta`` a latent site
         or a ``jit`` model argument): a built-in oracle is a pytree with its parameters as
         leaves, and the distribution flattens it as data.
-    :param num_positions: :math:`n`.
-    :param num_categories: :math:`q`.
+    :param num_positions: :math:`n`; by default the oracle's own (an
+        :class:`~numpyro_autospec.oracles.AnyOrderOracle` declares it; a plain function needs
+        it).
+    :param num_categories: :math:`q`; by default the oracle's own.
     :param observed: ``int[n]`` values, read where ``observed_mask`` is set (may be traced).
     :param observed_mask: concrete ``bool[n]``, the observed entries.
     :param order: a concrete permutation of ``range(n)``: fix the free sites in this order
@@ -185,12 +187,12 @@ class AnyOrderAR(OracleDistribution):
     >>> import jax, numpy as np
     >>> from numpyro_autospec.oracles import TableOracle
     >>> oracle = TableOracle(np.log([[0.4, 0.1], [0.2, 0.3]]))
-    >>> d = AnyOrderAR(oracle, num_positions=2, num_categories=2)
+    >>> d = AnyOrderAR(oracle)  # n = 2 sites, q = 2 values: the oracle's sizes
     >>> d.sample(jax.random.PRNGKey(0), (3,)).shape
     (3, 2)
     >>> round(float(np.exp(d.log_prob(np.array([0, 1])))), 3)
     0.1
-    >>> infill = AnyOrderAR(oracle, 2, 2, observed=np.array([1, 0]),
+    >>> infill = AnyOrderAR(oracle, observed=np.array([1, 0]),
     ...                     observed_mask=np.array([True, False]))
     >>> round(float(np.exp(infill.log_prob(np.array([1, 1])))), 3)  # mu(x_1 = 1 | x_0 = 1)
     0.6
@@ -209,21 +211,30 @@ class AnyOrderAR(OracleDistribution):
     def __init__(
         self,
         oracle,
-        num_positions: int,
-        num_categories: int,
+        num_positions: int | None = None,
+        num_categories: int | None = None,
         observed=None,
         observed_mask=None,
         order=None,
         validate_args=None,
     ):
-        n = positive_integer(num_positions, "num_positions")
-        q = positive_integer(num_categories, "num_categories")
-        for label, value in (("num_positions", n), ("num_categories", q)):
-            declared = getattr(oracle, label, None)
-            if declared is not None and int(declared) != value:
+        sizes = {"num_positions": num_positions, "num_categories": num_categories}
+        for label, value in sizes.items():
+            declared = getattr(oracle, label, None) if isinstance(oracle, AnyOrderOracle) else None
+            if value is None:
+                if declared is None:
+                    raise InputError(
+                        f"AnyOrderAR: {label} not given, and oracle {_oracle_label(oracle)} "
+                        "declares none (only an AnyOrderOracle declares its sizes; pass "
+                        f"{label}=... for a plain function)"
+                    )
+                sizes[label] = declared
+            elif declared is not None and int(declared) != value:
                 raise InputError(
                     f"AnyOrderAR: {label}={value} but the oracle has {label}={declared}"
                 )
+        n = positive_integer(sizes["num_positions"], "num_positions")
+        q = positive_integer(sizes["num_categories"], "num_categories")
         if isinstance(oracle, AnyOrderOracle) and oracle.depends_on_order:
             check_block_form_signature(oracle, name=f"oracle {_oracle_label(oracle)}")
         else:
