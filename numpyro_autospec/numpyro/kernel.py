@@ -49,9 +49,8 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import identity, is_prng_key
 
 from numpyro_autospec._failures import Failure, FailureReports, carrying_failures
-from numpyro_autospec.config import METHODS, SamplerConfig
+from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import Capacity
-from numpyro_autospec.exceptions import ConfigError
 from numpyro_autospec.numpyro.drawing import draw_model
 from numpyro_autospec.numpyro.inspection import (
     ModelInspection,
@@ -163,9 +162,7 @@ class AutospecKernel(MCMCKernel):
         if not callable(model):
             raise TypeError(f"model must be callable, got {type(model).__name__}")
         config = config or SamplerConfig()
-        if method is not None:
-            if method not in METHODS:
-                raise ConfigError(f"method must be one of {METHODS}, got {method!r}")
+        if method is not None:  # checked with the rest of the config
             config = config._replace(method=method)
         self._model = model
         self._config = config.validate()
