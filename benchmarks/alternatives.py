@@ -523,9 +523,10 @@ def git_commit() -> str:
             text=True,
             cwd=HERE,
             check=True,
+            timeout=60,
         )
         return output.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
+    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
         return "unknown"
 
 

@@ -148,12 +148,14 @@ def git_commit() -> str:
             capture_output=True,
             text=True,
             check=True,
+            timeout=60,
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--", "../numpyro_autospec"],
             cwd=HERE,
             capture_output=True,
             text=True,
+            timeout=60,
         ).stdout.strip()
         return out + ("+dirty" if dirty else "")
     except Exception:  # noqa: BLE001

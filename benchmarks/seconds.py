@@ -48,6 +48,9 @@ from csv_tables import write_csv
 from numpyro_autospec.script_help import script_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+#: seconds a measuring child process may run before it is given up (a hung case must not
+#: hang the whole benchmark)
+CHILD_TIMEOUT = 3600
 CASES = (
     "cw-1024",
     "cw-4096",
@@ -286,7 +289,13 @@ def main(args: argparse.Namespace) -> None:
         command = [sys.executable, __file__, "--child", case]
         command += ["--draws", str(args.draws), "--repeats", str(args.repeats)]
         command += ["--memory"] if args.memory else ["--configs", *args.configs]
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        try:
+            result = subprocess.run(
+                command, capture_output=True, text=True, check=False, timeout=CHILD_TIMEOUT
+            )
+        except subprocess.TimeoutExpired:
+            print(f"{case}: no result within {CHILD_TIMEOUT} s", file=sys.stderr)
+            continue
         if result.returncode != 0:
             print(f"{case}: failed\n{result.stderr[-2000:]}", file=sys.stderr)
             continue

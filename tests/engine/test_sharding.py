@@ -205,7 +205,7 @@ def test_sharded_run_equals_one_device_run(sharded, case):
 
 def test_comparison_rejects_a_lane_misrouting_sampler(sharded):
     expected = CASES["network"](None)
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match="wrong: "):
         assert_same_runs(expected, sharded, "wrong")
 
 

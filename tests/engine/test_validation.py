@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from numpyro_autospec.engine import run
-from numpyro_autospec.oracles import CurieWeissOracle, TableOracle
+from numpyro_autospec.oracles import CurieWeissOracle, OracleError, TableOracle
 from numpyro_autospec.parameters import register_parameters
 from numpyro_autospec.processes import AnyOrderProcess
 from tests.engine.programs import compiled_run
@@ -46,7 +46,7 @@ def broken(row_3):
     ids=["nan", "posinf", "unnormalized"],
 )
 def test_defective_answers_raise_an_error_naming_site_row_and_step(row_3, message):
-    with pytest.raises(Exception, match=f"site 'spins': .*{message}.*query at step"):
+    with pytest.raises(OracleError, match=f"site 'spins': .*{message}.*query at step"):
         jax.block_until_ready(compiled_run(N, 2, name="spins")(broken(row_3), KEYS))
 
 

@@ -95,7 +95,7 @@ def test_checkpoint_round_trip_restores_the_weights_and_metadata(tmp_path):
         loaded.log_conditionals(x, ranks, ranks, ranks),
         model.log_conditionals(x, ranks, ranks, ranks),
     )
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint in .*missing \(model.eqx"):
         load_checkpoint(tmp_path / "missing")
 
 

@@ -12,6 +12,7 @@ import jax
 import numpy as np
 
 from numpyro_autospec.learned import LearnedOracle, MaskedMLP, fit
+from tests.tables import random_probabilities
 
 N, Q = 4, 3
 HIDDEN_SIZE = 16
@@ -19,8 +20,9 @@ NUM_STEPS = 300
 
 
 def table_probs(seed: int = 0, concentration: float = 0.6) -> np.ndarray:
-    """A random joint on [Q]^N, flat float64 ``[Q**N]`` in C order (site 0 most significant)."""
-    return np.random.default_rng(seed).dirichlet(np.full(Q**N, concentration))
+    """A random joint on [Q]^N, flat float64 ``[Q**N]`` in C order (site 0 most significant):
+    :func:`tests.tables.random_probabilities`, the suite's one recipe."""
+    return random_probabilities(seed, N, Q, concentration)
 
 
 def table_data(seed: int = 0, num_examples: int = 2000) -> np.ndarray:

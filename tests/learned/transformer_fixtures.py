@@ -13,6 +13,7 @@ import jax
 import numpy as np
 
 from numpyro_autospec.learned import TransformerOracle, train_transformer
+from tests.tables import random_probabilities
 
 N, Q = 5, 3
 MODEL_SIZE = 16
@@ -20,8 +21,9 @@ NUM_STEPS = 250
 
 
 def table_probs(seed: int = 0, concentration: float = 0.5) -> np.ndarray:
-    """A random joint on [Q]^N, flat float64 ``[Q**N]`` in C order (site 0 most significant)."""
-    return np.random.default_rng(seed).dirichlet(np.full(Q**N, concentration))
+    """A random joint on [Q]^N, flat float64 ``[Q**N]`` in C order (site 0 most significant):
+    :func:`tests.tables.random_probabilities`, the suite's one recipe."""
+    return random_probabilities(seed, N, Q, concentration)
 
 
 def table_data(seed: int = 0, num_examples: int = 4000) -> np.ndarray:
