@@ -23,9 +23,11 @@ import numpyro.distributions as dist
 import pytest
 from numpyro.infer import MCMC, Predictive
 
+from numpyro_autospec import reference
 from numpyro_autospec.denoisers import PointCloudDenoiser
 from numpyro_autospec.numpyro import AnyOrderAR, AutospecKernel, StochasticLocalization
 from numpyro_autospec.oracles import CurieWeissOracle, IsingChainOracle, OracleError
+from numpyro_autospec.processes.diffusion import DiffusionProcess
 from numpyro_autospec.processes.time_grids import uniform_times
 from tests.gof import DEFAULT_THRESHOLD, assert_gof, chisquare_gof
 
@@ -180,9 +182,23 @@ def test_time_grid_computed_in_the_model():
 
     mcmc = MCMC(AutospecKernel(model), num_warmup=0, num_samples=4, progress_bar=False)
     mcmc.run(jax.random.PRNGKey(0))
-    draws = np.asarray(mcmc.get_samples()["y"])
+    samples = mcmc.get_samples()
+    draws = np.asarray(samples["y"])
     nearest = np.min(np.sum((draws[:, None, :] - np.asarray(POINTS)[None]) ** 2, -1), 1)
     assert draws.shape == (4, 2) and np.all(nearest < 1e-3)  # t_max >= 150 resolves a point
+    # the draws are known: the reference's on each draw's grid, for the key of the site y
+    # (the second key-consuming site of each draw: the kernel splits its key once per draw,
+    # handlers.seed once per site)
+    expected = []
+    state_key = jax.random.PRNGKey(0)
+    for t_max in np.asarray(samples["t_max"]):
+        state_key, draw_key = jax.random.split(state_key)
+        site_key = jax.random.split(jax.random.split(draw_key)[0])[1]
+        process = DiffusionProcess(
+            PointCloudDenoiser(POINTS), 2, jnp.asarray(GRID) / GRID[-1] * t_max
+        )
+        expected.append(np.asarray(reference.sample(process, site_key).value))
+    np.testing.assert_allclose(draws, np.stack(expected), atol=1e-5)
 
 
 def test_time_grid_and_speculation_variance_as_jit_model_arguments_match_the_concrete_ones():
