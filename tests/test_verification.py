@@ -3,8 +3,11 @@
 A random joint p over gamma sites (q values each) and a random product draft q: the law of
 "keep tau sites of the draft, draw a correction from the residual, then continue with exact
 sampling from p" is computed exactly, with the library's own acceptance / stop probabilities
-and residuals, and must equal p.  A deliberately wrong rule (block verification without the
-1 - w_i term) is shown to fail the same check.
+and residuals, and must equal p.  A deliberately wrong rule (the library's block stop
+probabilities scaled by 1.5 inside this file's enumeration) is shown to fail the same check;
+that shows the enumeration sees a wrong rule, not that a broken verifier is caught: the
+engine run with a broken ``VERIFIERS`` entry is rejected in tests/engine/test_scheduler.py,
+tests/engine/test_block_form.py and tests/numpyro/test_kernel.py.
 """
 
 import itertools
@@ -61,7 +64,7 @@ def output_law(joint, draft, rule, size):
             log_w = np.zeros(size + 1)
         else:
             stop, log_w = block_stop_probabilities(p_rows, q_rows, values, gamma)
-            if rule == "block-wrong":  # drop the 1 - w_i term of the stopping rule
+            if rule == "block-wrong":  # a wrong stopping rule: the stops scaled by 1.5
                 stop = np.asarray(stop).copy()
                 for t in range(1, gamma):
                     stop[t] = min(1.0, stop[t] * 1.5)
