@@ -56,7 +56,8 @@ class UnsupportedModelError(AutospecError):
     Traceback (most recent call last):
     ...
     numpyro_autospec.numpyro.inspection.UnsupportedModelError: observed site 'y' depends on \
-the latent site 'mean', which would have to be drawn from its posterior, not its prior; use ...
+the latent site 'mean', which would have to be drawn from its posterior, not its prior; for \
+posterior inference use AutospecGibbs ...
     """
 
 
