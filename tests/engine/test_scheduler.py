@@ -1,5 +1,6 @@
-"""The round scheduler: same draws as the reference, for every method and every capacity;
-exact laws by goodness-of-fit (p > 1e-4, fixed seeds); a wrong sampler is caught.
+"""The round scheduler: the reference's draws, key for key, for every method (``COMPARED``
+keys each) and with a starved pool; exact laws by goodness-of-fit (p > 1e-4, fixed seeds); a
+broken piece of each path is caught.
 
 Because every random decision is derived from the root key exactly as in the reference
 sampler, the engine's draws are compared with the reference's *draw for draw*, which is much
@@ -52,6 +53,10 @@ CHUNK = 500
 #: compile in about two thirds of the CPU time of 3000-4000 (Curie-Weiss n = 32: 27 s
 #: against 41 s; Ising n = 48: 37 s against 59 s) and draw as fast
 LARGE_MODEL_CHUNK = 100
+#: keys compared with the reference per config: one call of the shared program; a reference
+#: that differed on 1% of the keys would be caught with probability 0.993 (the reference's own
+#: law rests on this equality and the engine's goodness-of-fit, tests/test_reference.py)
+COMPARED = CHUNK
 
 
 def engine_draws(process, key, num_draws, config, capacity=None, chunk=CHUNK, share=True):
@@ -64,7 +69,7 @@ def engine_draws(process, key, num_draws, config, capacity=None, chunk=CHUNK, sh
 def draws_of_keys(process, keys, config, capacity=None, chunk=CHUNK, share=True):
     """One draw per key, in calls of ``chunk`` keys each (:func:`draws_in_calls`), so that
     every call of one shape, config and capacity runs one compiled program whatever the
-    number of keys: the 60-draw comparisons with the reference share the goodness-of-fit
+    number of keys: the comparisons with the reference share the goodness-of-fit
     runs' compilations.  A process without observed sites or a fixed order runs through
     :func:`compiled_run` (``share=False``: a compilation of its own, for a monkeypatched
     engine), any other through a compilation of its own."""
@@ -85,8 +90,8 @@ def test_draws_equal_the_reference(name):
     config = CONFIGS[name]
     process = AnyOrderProcess(random_table(0), N, Q)
     key = jax.random.PRNGKey(11)
-    value, rounds, queries = engine_draws(process, key, 60, config)
-    ref_value, ref_rounds, ref_queries = reference.sample_many(process, key, 60, config)
+    value, rounds, queries = engine_draws(process, key, COMPARED, config)
+    ref_value, ref_rounds, ref_queries = reference.sample_many(process, key, COMPARED, config)
     np.testing.assert_array_equal(value, ref_value)
     np.testing.assert_array_equal(rounds, ref_rounds)  # ample capacity: same parallel time
     assert np.all(queries <= ref_queries)  # the engine cancels losing trials
@@ -148,10 +153,12 @@ INFILLING = AnyOrderProcess(
 @pytest.mark.parametrize("name", ["autospec-fallback", "paper"])
 def test_draws_equal_the_reference_with_a_fixed_order_and_infilling(name):
     """The process of :func:`test_exact_for_inconsistent_oracle_and_infilling` (its compiled
-    program: calls of ``CHUNK`` keys), 60 draws key for key against the reference."""
+    program: calls of ``CHUNK`` keys), ``COMPARED`` draws key for key against the reference."""
     key = jax.random.PRNGKey(15)
-    value, rounds, queries = engine_draws(INFILLING, key, 60, CONFIGS[name])
-    ref_value, ref_rounds, ref_queries = reference.sample_many(INFILLING, key, 60, CONFIGS[name])
+    value, rounds, queries = engine_draws(INFILLING, key, COMPARED, CONFIGS[name])
+    ref_value, ref_rounds, ref_queries = reference.sample_many(
+        INFILLING, key, COMPARED, CONFIGS[name]
+    )
     np.testing.assert_array_equal(value, ref_value)
     np.testing.assert_array_equal(rounds, ref_rounds)
     assert np.all(queries <= ref_queries)
