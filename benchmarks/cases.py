@@ -1,6 +1,7 @@
-"""The benchmarks' shared cases and tables: the processes a case name stands for, and a CSV
-writer.  Scripts run as ``python benchmarks/NAME.py`` import it by bare name (their folder is
-first on ``sys.path``).
+"""The benchmarks' shared cases: the processes a case name stands for, the ``--cases`` and
+``--csv`` options, and the runner of measuring child processes (CSV files: ``csv_tables``).
+Scripts run as ``python benchmarks/NAME.py`` import it by bare name (their folder is first on
+``sys.path``).
 
 Case names: ``cw-N`` (Curie-Weiss, beta = 1), ``ising-N`` (the Ising chain, J = 0.2),
 ``potts-N-qQ`` (a Potts-like count oracle with ``Q`` values, benchmark-only), ``mlp-N`` (a random
@@ -12,15 +13,27 @@ steps; a suffix ``-sS`` speculates with the linear response of variance ``S``,
 
 from __future__ import annotations
 
-import csv
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["RESULTS", "case_parser", "make_process", "make_denoiser", "write_csv"]
+__all__ = [
+    "CHILD_TIMEOUT",
+    "RESULTS",
+    "case_parser",
+    "child_result",
+    "make_denoiser",
+    "make_process",
+]
 
+#: seconds a measuring child process may run before it is given up (a hung case must not hang
+#: the whole benchmark)
+CHILD_TIMEOUT = 3600
 #: where the scripts write the results the docs quote
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -89,13 +102,23 @@ def case_parser(docstring: str | None, cases: Sequence[str], csv_name: str):
     return parser
 
 
-def write_csv(
-    path: str, rows: Sequence[Mapping[str, object]], columns: Sequence[str] | None = None
-) -> str:
-    """Write ``rows`` to ``path`` with a header line, creating its folder; returns ``path``."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(columns or rows[0]), restval="")
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
+def child_result(command: Sequence[str], label: str, env: Mapping[str, str] | None = None):
+    """Run a measuring child process (``command``, environment ``env``, at most
+    :data:`CHILD_TIMEOUT` seconds) and return the JSON value on the last line of its output,
+    or ``None`` after saying on stderr, with ``label``, that it timed out or failed."""
+    try:
+        result = subprocess.run(
+            list(command),
+            capture_output=True,
+            text=True,
+            check=False,
+            env=None if env is None else dict(env),
+            timeout=CHILD_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired:
+        print(f"{label}: no result within {CHILD_TIMEOUT} s", file=sys.stderr)
+        return None
+    if result.returncode != 0:
+        print(f"{label}: failed\n{result.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return json.loads(result.stdout.strip().splitlines()[-1])

@@ -20,7 +20,8 @@ import subprocess
 import sys
 import tempfile
 
-from cases import case_parser, write_csv
+from cases import case_parser
+from csv_tables import write_csv
 
 #: the child process: build the case's model, run one draw, print the seconds as JSON
 CHILD = r"""

@@ -14,7 +14,8 @@ import argparse
 import time
 
 import jax
-from cases import case_parser, make_process, write_csv
+from cases import case_parser, make_process
+from csv_tables import write_csv
 
 from numpyro_autospec import engine
 from numpyro_autospec._program_size import program_size

@@ -36,21 +36,17 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import time
 
 import jax
 import numpy as np
-from cases import make_process
+from cases import child_result, make_process
 from csv_tables import write_csv
 
 from numpyro_autospec.script_help import script_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-#: seconds a measuring child process may run before it is given up (a hung case must not
-#: hang the whole benchmark)
-CHILD_TIMEOUT = 3600
 CASES = (
     "cw-1024",
     "cw-4096",
@@ -289,17 +285,9 @@ def main(args: argparse.Namespace) -> None:
         command = [sys.executable, __file__, "--child", case]
         command += ["--draws", str(args.draws), "--repeats", str(args.repeats)]
         command += ["--memory"] if args.memory else ["--configs", *args.configs]
-        try:
-            result = subprocess.run(
-                command, capture_output=True, text=True, check=False, timeout=CHILD_TIMEOUT
-            )
-        except subprocess.TimeoutExpired:
-            print(f"{case}: no result within {CHILD_TIMEOUT} s", file=sys.stderr)
+        found = child_result(command, case)
+        if found is None:
             continue
-        if result.returncode != 0:
-            print(f"{case}: failed\n{result.stderr[-2000:]}", file=sys.stderr)
-            continue
-        found = json.loads(result.stdout.strip().splitlines()[-1])
         rows += found
         for line in format_table(found).splitlines()[2:]:
             print(line, flush=True)

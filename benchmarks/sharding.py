@@ -26,19 +26,16 @@ import argparse
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import time
 
 import numpy as np
+from cases import child_result
 from csv_tables import write_csv
 
 from numpyro_autospec.script_help import script_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-#: seconds a measuring child process may run before it is given up (a hung case must not
-#: hang the whole benchmark)
-CHILD_TIMEOUT = 3600
 
 
 def measure(args: argparse.Namespace, devices: int | None) -> dict:
@@ -143,17 +140,10 @@ def main(args: argparse.Namespace) -> None:
         command = [sys.executable, __file__, "--child", devices]
         for name in ("draws", "repeats", "num_positions", "hidden"):
             command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
-        try:
-            result = subprocess.run(
-                command, capture_output=True, text=True, env=environment, timeout=CHILD_TIMEOUT
-            )
-        except subprocess.TimeoutExpired:
-            print(f"devices {devices}: no result within {CHILD_TIMEOUT} s", file=sys.stderr)
+        found = child_result(command, f"devices {devices}", environment)
+        if found is None:
             continue
-        if result.returncode != 0:
-            print(f"devices {devices}: failed\n{result.stderr[-2000:]}", file=sys.stderr)
-            continue
-        rows.append(json.loads(result.stdout.strip().splitlines()[-1]))
+        rows.append(found)
         print(table(rows[-1:]).splitlines()[-1], flush=True)
     if not rows:
         return

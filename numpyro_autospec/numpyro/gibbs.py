@@ -234,9 +234,9 @@ def multiple_try(key: Array, log_ratios: Array) -> tuple[Array, Array, Array]:
     """
     log_ratios = jnp.where(jnp.isnan(log_ratios), -jnp.inf, log_ratios)
     key_pick, key_accept = jax.random.split(key)
-    finite = jnp.isfinite(jax.nn.logsumexp(log_ratios))
-    index = jnp.where(finite, jax.random.categorical(key_pick, log_ratios), 0)
     log_total = jax.nn.logsumexp(log_ratios)
+    finite = jnp.isfinite(log_total)
+    index = jnp.where(finite, jax.random.categorical(key_pick, log_ratios), 0)
     log_reference = jax.nn.logsumexp(log_ratios.at[index].set(0.0))
     log_alpha = jnp.where(finite, log_total - log_reference, -jnp.inf)
     accept = jnp.log(jax.random.uniform(key_accept)) < log_alpha
