@@ -24,15 +24,15 @@ Methods and their cost conventions:
 
 * ``autospec``: the engine (``numpyro_autospec.engine.run``, default config), exact; rounds and
   queries as the engine counts them, per draw;
-* ``sequential``: one step per round (``numpyro_autospec.sequential``), exact;
-* ``maskgit``: ``numpyro_autospec.baselines.maskgit_run`` with the cosine schedule of R rounds,
+* ``sequential``: one step per round (``numpyro_autospec.engine._sequential``), exact;
+* ``maskgit``: ``baselines.maskgit_run`` with the cosine schedule of R rounds,
   confidence order (``maskgit-random``: random order); R rounds, R queries; biased;
 * ``gibbs`` / ``hmcgibbs``: NumPyro's ``DiscreteGibbs`` (exact single-site conditionals) and
   ``DiscreteHMCGibbs(NUTS, modified=True)`` on a model with ``numpyro.factor`` of the
   unnormalized log density; one draw = one sweep over the n sites in random order, **counted as
   n rounds** (each site's update depends on the previous one) and n * q queries (the model's
   density at each value of the site); ESS per round = ESS / (sweeps * n);
-* ``picard``: ``numpyro_autospec.baselines.picard_run`` (window ``--window``, tolerances
+* ``picard``: ``baselines.picard_run`` (window ``--window``, tolerances
   ``--tolerances``); rounds = iterations + 1, queries = denoiser evaluations.
 
 Writes ``alternatives.{txt,csv}`` and ``alternatives_{rounds,bias,ess}.png`` to ``--out-dir``.
@@ -65,15 +65,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import numpyro  # noqa: E402
 import numpyro.distributions as dist  # noqa: E402
+from baselines import cosine_schedule, maskgit_run, picard_run  # noqa: E402
 from numpyro.infer import MCMC, NUTS, DiscreteGibbs, DiscreteHMCGibbs  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from numpyro_autospec.baselines import cosine_schedule, maskgit_run, picard_run  # noqa: E402
+from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.engine import run  # noqa: E402
+from numpyro_autospec.engine._sequential import sequential_run  # noqa: E402
 from numpyro_autospec.oracles import CurieWeissOracle, IsingChainOracle  # noqa: E402
 from numpyro_autospec.processes import AnyOrderProcess  # noqa: E402
-from numpyro_autospec.script_help import script_parser
-from numpyro_autospec.sequential import sequential_run  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 from diffusion_rounds import engine_capacity, make_process  # noqa: E402

@@ -90,7 +90,7 @@ def make_process(case: str):
 def case_parser(docstring: str | None, cases: Sequence[str], csv_name: str):
     """The argument parser of a script that measures ``--cases`` (default ``cases``) and
     writes ``--csv`` (default ``RESULTS/csv_name``)."""
-    from numpyro_autospec.script_help import script_parser
+    from numpyro_autospec._core.script_help import script_parser
 
     parser = script_parser(docstring)
     parser.add_argument(

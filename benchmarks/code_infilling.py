@@ -9,7 +9,7 @@ of sequential sampling along a uniformly random order (docs/learned.md):
 
 * ``autospec``: ``numpyro_autospec.engine.run`` with the default ``SamplerConfig`` (or the
   knobs given on the command line);
-* ``sequential``: ``numpyro_autospec.sequential.sequential_run``, one forward pass (one
+* ``sequential``: ``numpyro_autospec.engine.sequential_run``, one forward pass (one
   ``log_conditionals`` row) per step;
 * ``kv-cache``: ``numpyro_autospec.learned.kv_cached_sequential_run``, one prefill pass and
   then one query-stream row and one appended content row per step (cached keys and values,
@@ -40,7 +40,7 @@ import jax
 import numpy as np
 from csv_tables import write_csv
 
-from numpyro_autospec.script_help import script_parser
+from numpyro_autospec._core.script_help import script_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 METHODS = ("autospec", "sequential", "kv-cache")
@@ -58,10 +58,9 @@ def load_example():
 
 def samplers(oracle, observed_mask: np.ndarray, config) -> dict:
     """``method -> jitted (key, window) -> Samples`` of one draw."""
-    from numpyro_autospec.engine import run
+    from numpyro_autospec.engine import run, sequential_run
     from numpyro_autospec.learned import kv_cached_sequential_run
     from numpyro_autospec.processes import AnyOrderProcess
-    from numpyro_autospec.sequential import sequential_run
 
     def process(window):
         n, q = oracle.num_positions, oracle.num_categories

@@ -17,7 +17,7 @@ Targets (``--targets``):
              in [0, 1]^16 (seed 0), an exact
              :class:`~numpyro_autospec.denoisers.GaussianMixtureDenoiser`.
 
-Both run on :func:`~numpyro_autospec.processes.time_grids.default_times` (``t_max = 1000``).
+Both run on :func:`~numpyro_autospec.processes.default_times` (``t_max = 1000``).
 
 Root block size (``--block-sizes``): ``none`` is the paper as written (one recursion on the
 whole path); ``Cs`` (for example ``2s``) processes the path left to right in recursion blocks
@@ -61,13 +61,12 @@ import jax
 import numpy as np
 from cases import make_denoiser
 
+from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import Capacity, run
 from numpyro_autospec.engine._plan import plan
-from numpyro_autospec.processes import DiffusionProcess
-from numpyro_autospec.processes.diffusion import POSTERIOR
-from numpyro_autospec.processes.time_grids import default_times
-from numpyro_autospec.script_help import script_parser
+from numpyro_autospec.processes import DiffusionProcess, default_times
+from numpyro_autospec.processes._diffusion import POSTERIOR
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")

@@ -1,5 +1,6 @@
 """The size of the engine's compiled program against the sequential chain's, with the same
-oracle: kernels XLA launches (``numpyro_autospec._program_size``), conditionals, loops, lines of
+oracle: kernels XLA launches (``numpyro_autospec._core.program_size``), conditionals, loops, lines
+of
 the optimized HLO module, and the seconds to trace, lower and compile one draw.
 
     .venv/bin/python benchmarks/program_size.py                    # cw-1024 and mlp-256
@@ -18,8 +19,8 @@ from cases import case_parser, make_process
 from csv_tables import write_csv
 
 from numpyro_autospec import engine
-from numpyro_autospec._program_size import program_size
-from numpyro_autospec.sequential import sequential_run
+from numpyro_autospec._core.program_size import program_size
+from numpyro_autospec.engine import sequential_run
 
 
 def measure(case: str) -> list[dict]:

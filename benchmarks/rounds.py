@@ -42,8 +42,8 @@ import time
 import numpy as np
 from csv_tables import write_csv
 
+from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.oracles import AnyOrderOracle
-from numpyro_autospec.script_help import script_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")

@@ -44,7 +44,7 @@ import numpy as np
 from cases import child_result, make_process
 from csv_tables import write_csv
 
-from numpyro_autospec.script_help import script_parser
+from numpyro_autospec._core.script_help import script_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = (
@@ -141,8 +141,7 @@ def measure(case: str, draws: int, repeats: int, configs: list[str]) -> list[dic
     of ``configs``; one row per configuration, each with the same sequential columns."""
     from rounds import parse_config, sampler_config
 
-    from numpyro_autospec.engine import Capacity, run
-    from numpyro_autospec.sequential import sequential_run
+    from numpyro_autospec.engine import Capacity, run, sequential_run
 
     process = make_process(case)
     # a chain never speculates: with the posterior covariance's speculation it would still

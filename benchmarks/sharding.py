@@ -33,7 +33,7 @@ import numpy as np
 from cases import child_result
 from csv_tables import write_csv
 
-from numpyro_autospec.script_help import script_parser
+from numpyro_autospec._core.script_help import script_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

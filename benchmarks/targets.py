@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
+from numpyro_autospec._core.prefix_sums import prefix_sum
 from numpyro_autospec.oracles import AnyOrderOracle
-from numpyro_autospec.prefix_sums import prefix_sum
 
 __all__ = ["PottsCountOracle", "RandomMLPOracle", "UniformOracle"]
 
@@ -61,7 +61,7 @@ class PottsCountOracle(AnyOrderOracle):
             return self._rows(jax.vmap(counts_of)(lengths))
         values_in_order = jnp.zeros(n, jnp.int32).at[ranks].set(x)
         one_hot = jax.nn.one_hot(values_in_order, q, dtype=jnp.float32)
-        # a prefix scan on the CPU (numpyro_autospec.prefix_sums), where jnp.cumsum along the
+        # a prefix scan on the CPU (numpyro_autospec._core.prefix_sums), where jnp.cumsum along the
         # rows of an [n, q] array is a window sum, 3x slower here at n = 1024, q = 512
         prefix = prefix_sum(one_hot, axis=0)
         counts = jnp.concatenate([jnp.zeros((1, q)), prefix])

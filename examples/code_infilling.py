@@ -48,6 +48,7 @@ import numpyro
 from numpyro.infer import MCMC
 
 from numpyro_autospec import AnyOrderAR, AutospecKernel
+from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.learned import (
     VOCABULARY_SIZE,
     TransformerConfig,
@@ -61,7 +62,6 @@ from numpyro_autospec.learned import (
     train_transformer,
 )
 from numpyro_autospec.processes import AnyOrderProcess
-from numpyro_autospec.script_help import script_parser
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)

@@ -46,10 +46,10 @@ import numpyro
 from numpyro.infer import MCMC
 
 from numpyro_autospec import AutospecKernel, StochasticLocalization
+from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.denoisers import PointCloudDenoiser, digits_point_cloud
-from numpyro_autospec.processes.time_grids import default_times
-from numpyro_autospec.script_help import script_parser
+from numpyro_autospec.processes import default_times
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)

@@ -43,13 +43,12 @@ import matplotlib
 import numpy as np
 
 from numpyro_autospec import StochasticLocalization
+from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.denoisers import digits_point_cloud
-from numpyro_autospec.engine import run
+from numpyro_autospec.engine import run, sequential_run
 from numpyro_autospec.learned import DenoiserConfig, load_or_train_denoiser
-from numpyro_autospec.processes.time_grids import default_times
-from numpyro_autospec.script_help import script_parser
-from numpyro_autospec.sequential import sequential_run
+from numpyro_autospec.processes import default_times
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
@@ -63,7 +62,7 @@ def draw(process, method: str, args: argparse.Namespace, seed: int) -> dict:
     a second with new keys is timed; the draws, rounds and queries are the second call's.
     Autospeculation runs the engine (one task pool), as ``MCMC(AutospecKernel(model))`` does
     one draw per iteration (examples/diffusion_digits.py); ``"sequential"`` the compiled Euler
-    chain (:func:`~numpyro_autospec.sequential.sequential_run`)."""
+    chain (:func:`~numpyro_autospec.engine.sequential_run`)."""
     if method == "sequential":  # the Euler chain itself: a scan, the same draws as run(...)
         sampler = jax.jit(lambda keys: sequential_run(process, keys))
     else:

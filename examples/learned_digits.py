@@ -47,8 +47,8 @@ import numpyro
 from numpyro.infer import MCMC
 
 from numpyro_autospec import AnyOrderAR, AutospecKernel
+from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.learned import LearnedOracle, MaskedMLP, fit, order_averaged_nll
-from numpyro_autospec.script_help import script_parser
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)

@@ -9,7 +9,7 @@ Two data sets, one panel each:
 2. **noisy observations**: in addition, every free spin is seen through a channel that flips it
    with probability ``--flip``.
 
-:class:`~numpyro_autospec.numpyro.AutospecGibbs` alternates NUTS on :math:`\\beta` (scoring the
+:class:`~numpyro_autospec.infer.AutospecGibbs` alternates NUTS on :math:`\\beta` (scoring the
 spins by their joint :math:`\\mu_\\beta(x)`, observed entries included) with one exact
 autospeculation draw of the free spins (Anari et al., *Parallel Sampling via Autospeculation*,
 arXiv:2511.07869), accepted with the likelihood ratio of the noisy data.  NumPyro's
@@ -44,9 +44,9 @@ import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS, DiscreteHMCGibbs
 
 from numpyro_autospec import AnyOrderAR, engine
-from numpyro_autospec.numpyro import AutospecGibbs
+from numpyro_autospec._core.script_help import script_parser
+from numpyro_autospec.infer import AutospecGibbs
 from numpyro_autospec.oracles import CurieWeissOracle
-from numpyro_autospec.script_help import script_parser
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)

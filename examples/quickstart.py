@@ -38,8 +38,8 @@ import numpyro
 from numpyro.infer import MCMC
 
 from numpyro_autospec import AnyOrderAR, AutospecKernel
+from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.oracles import CurieWeissOracle
-from numpyro_autospec.script_help import script_parser
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)

@@ -30,9 +30,11 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from numpyro_autospec.exceptions import ConfigError
+from jax.sharding import Mesh
 
-__all__ = ["SamplerConfig", "RootPolicy", "AfterWindow", "METHODS", "RULES", "DIFFUSION_GROWTH"]
+from numpyro_autospec.errors import ConfigError
+
+__all__ = ["METHODS", "Capacity", "SamplerConfig"]
 
 #: ``autospec``: recursive speculative rejection sampling (the paper), by default with
 #: block-verified windows at the root (see the module docstring);
@@ -215,7 +217,7 @@ class SamplerConfig(NamedTuple):
     root_windows:
         ``autospec`` only: verified windows at the root with recursion blocks as fallback (the
         module docstring).  ``None``: when the process has discrete steps (a
-        :class:`~numpyro_autospec.processes.base.DiscreteStepProcess`; token and block
+        :class:`~numpyro_autospec.processes.DiscreteStepProcess`; token and block
         verification need explicit per-step distributions), else the paper's root.
     window:
         first root window (default ``4 sqrt(N)``).
@@ -241,7 +243,7 @@ class SamplerConfig(NamedTuple):
     'assd'
     >>> SamplerConfig(method="gibbs").validate()  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    numpyro_autospec.exceptions.ConfigError: method must be one of (...), got 'gibbs'
+    numpyro_autospec.errors.ConfigError: method must be one of (...), got 'gibbs'
     """
 
     method: str = "autospec"
@@ -326,3 +328,53 @@ class SamplerConfig(NamedTuple):
         if self.growth is not None and not (self.growth > 0 and math.isfinite(self.growth)):
             raise ConfigError(f"growth must be a positive number, got {self.growth}")
         return self
+
+
+class Capacity(NamedTuple):
+    """Capacity limits of the engine.  They may delay work (more rounds) but never change the
+    draws.
+
+    Attributes
+    ----------
+    num_slots:
+        trial slots: residual trials held at once, below the draws' roots.  Default: ``4 depth``
+        per draw (``depth``: nesting levels of residual trials below the largest recursion
+        block), at least 512 when the roots are made of recursion
+        blocks, capped by ``memory_budget``.
+    max_queries:
+        oracle evaluations per round; the rest of a round's demand waits for the next round.
+        Default: no limit.
+    max_transitions:
+        tasks advanced per pass of the transitions.  Default: every task when the pool and
+        its slots are small (at most 64 slots, 64 kB in all), else two per draw, at most as
+        many as move about 1 MiB.
+    chunk_size:
+        oracle evaluations per batched call of the round's loop: a round of ``U`` evaluations
+        makes ``ceil(U / chunk_size)`` calls of ``chunk_size`` lanes.  Default: from the
+        process's answer size (4 for a block-form oracle, 32 for one evaluation per query).
+    memory_budget:
+        bytes the pool may use when sizes are chosen by default.
+    mesh:
+        a :class:`jax.sharding.Mesh` over which every oracle call's batch is split
+        (:mod:`numpyro_autospec.engine._sharding`); ``None``: no sharding constraint.
+
+    Example: a starved pool takes more rounds, never other draws.
+
+    >>> import jax
+    >>> from numpyro_autospec import engine
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(16, beta=1.0), 16, 2)
+    >>> keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    >>> ample = engine.run(process, keys)
+    >>> starved = engine.run(process, keys, capacity=Capacity(num_slots=4, max_queries=1))
+    >>> bool((ample.value == starved.value).all()), bool((starved.rounds >= ample.rounds).all())
+    (True, True)
+    """
+
+    num_slots: int | None = None
+    max_queries: int | None = None
+    max_transitions: int | None = None
+    chunk_size: int | None = None
+    memory_budget: int = 1 << 30
+    mesh: Mesh | None = None

@@ -5,7 +5,7 @@ al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869, docs/algorithm.m
 follows the pseudo-code line by line, plus the sequential sampler and the self-speculative
 decoding peers.  It is plain Python recursion over jitted process methods; the fast engine
 (:mod:`numpyro_autospec.engine`) must produce **the same draws from the same keys** (both use
-:mod:`numpyro_autospec.rejection` for every random decision) and the same rounds.
+:mod:`numpyro_autospec._core.rejection` for every random decision) and the same rounds.
 
 The root of a draw walks the steps left to right as its
 :class:`~numpyro_autospec.config.RootPolicy` says: recursion blocks (the paper, ``SAMPLE``
@@ -40,16 +40,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from numpyro_autospec.config import SamplerConfig
-from numpyro_autospec.processes.base import has_discrete_steps
-from numpyro_autospec.rejection import (
+from numpyro_autospec._core.rejection import (
     batch_size,
     block_keys,
     residual_accepts,
     speculation_accepts,
     trial_keys,
 )
-from numpyro_autospec.verification import VERIFIERS
+from numpyro_autospec._core.verification import VERIFIERS
+from numpyro_autospec.config import SamplerConfig
+from numpyro_autospec.processes._base import has_discrete_steps
 
 __all__ = ["Draw", "sample", "sample_many"]
 

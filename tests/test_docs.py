@@ -2,7 +2,7 @@
 
 * Every code block fenced as ``python`` in a page of ``docs/`` runs, in order, in one namespace
   per page, all pages in one fresh Python process (``docs/numpyro.md`` is run by
-  ``tests/numpyro/test_arviz.py``, together with the checks of its first block's run).  Blocks
+  ``tests/infer/test_arviz.py``, together with the checks of its first block's run).  Blocks
   fenced as ``py`` are illustrations that are not run; the page says why next to each.  Blocks
   fenced as ``bash``/``text`` are commands and pseudo-code.
 * The docstring examples that the API reference renders run in ``tests/test_api_reference.py``.
@@ -17,10 +17,10 @@ import re
 import pytest
 
 from tests.fresh_process import run_fresh, user_environment
-from tests.numpyro.test_arviz import python_blocks
+from tests.infer.test_arviz import python_blocks
 
 DOCS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "docs")
-RUN_ELSEWHERE = {"numpyro.md": "tests/numpyro/test_arviz.py"}
+RUN_ELSEWHERE = {"numpyro.md": "tests/infer/test_arviz.py"}
 FENCE = re.compile(r"^```([^\n`]*)$", flags=re.MULTILINE)
 LANGUAGES = {"python", "py", "bash", "text"}
 

@@ -1,4 +1,4 @@
-"""Bad input raises the package's own exception types (:mod:`numpyro_autospec.exceptions`).
+"""Bad input raises the package's own exception types (:mod:`numpyro_autospec.errors`).
 
 Every family of bad input -- a sampler's knobs, the data handed to a sampler, an oracle, a model
 the kernel cannot draw -- raises an :class:`~numpyro_autospec.AutospecError` of the right
@@ -16,16 +16,22 @@ import numpyro
 import numpyro.distributions as dist
 import pytest
 
+from benchmarks.baselines.picard import picard_draw
 from numpyro_autospec import AnyOrderAR, AutospecError, AutospecKernel, SamplerConfig
-from numpyro_autospec.baselines.picard import picard_draw
-from numpyro_autospec.defects import OracleError
-from numpyro_autospec.denoisers import DenoiserError, PointCloudDenoiser, TimeGridError
-from numpyro_autospec.engine import Capacity, ShardingError
+from numpyro_autospec.denoisers import PointCloudDenoiser
+from numpyro_autospec.engine import Capacity
+from numpyro_autospec.engine._keys import engine_keys
 from numpyro_autospec.engine._plan import plan
-from numpyro_autospec.engine.keys import engine_keys
-from numpyro_autospec.exceptions import ConfigError, InputError
-from numpyro_autospec.learned.training import check_training_data
-from numpyro_autospec.numpyro.inspection import UnsupportedModelError, inspect_model
+from numpyro_autospec.errors import (
+    ConfigError,
+    DenoiserError,
+    InputError,
+    OracleError,
+    ShardingError,
+    TimeGridError,
+)
+from numpyro_autospec.infer._inspection import UnsupportedModelError, inspect_model
+from numpyro_autospec.learned._training import check_training_data
 from numpyro_autospec.oracles import CurieWeissOracle
 from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess, default_times
 

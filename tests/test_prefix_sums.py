@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numpyro_autospec.prefix_sums import prefix_max, prefix_sum
+from numpyro_autospec._core.prefix_sums import prefix_max, prefix_sum
 
 SHAPES = st.lists(st.integers(1, 40), min_size=1, max_size=3).map(tuple)
 

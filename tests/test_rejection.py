@@ -15,7 +15,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from numpyro_autospec.rejection import (
+from numpyro_autospec._core.rejection import (
     batch_size,
     categorical_rows,
     residual_log_accept_prob,

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from numpyro_autospec.script_help import script_description
+from numpyro_autospec._core.script_help import script_description
 from tests.fresh_process import run_fresh, user_environment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

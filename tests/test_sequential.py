@@ -7,9 +7,9 @@ import pytest
 
 from numpyro_autospec import reference
 from numpyro_autospec.config import SamplerConfig
+from numpyro_autospec.engine._sequential import sequential_draw, sequential_run
 from numpyro_autospec.oracles import CurieWeissOracle, TableOracle
 from numpyro_autospec.processes import AnyOrderProcess, uniform_times
-from numpyro_autospec.sequential import sequential_draw, sequential_run
 
 SEQUENTIAL = SamplerConfig(method="sequential")
 
@@ -56,7 +56,7 @@ def test_equals_reference_draw_for_draw(label):
 
 
 def test_diffusion_equals_reference_with_final_query():
-    diffusion = pytest.importorskip("numpyro_autospec.processes.diffusion")
+    diffusion = pytest.importorskip("numpyro_autospec.processes._diffusion")
     from numpyro_autospec.denoisers import PointCloudDenoiser
 
     denoiser = PointCloudDenoiser(jnp.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]))

@@ -7,7 +7,7 @@ and residuals, and must equal p.  A deliberately wrong rule (the library's block
 probabilities scaled by 1.5 inside this file's enumeration) is shown to fail the same check;
 that shows the enumeration sees a wrong rule, not that a broken verifier is caught: the
 engine run with a broken ``VERIFIERS`` entry is rejected in tests/engine/test_scheduler.py,
-tests/engine/test_block_form.py and tests/numpyro/test_kernel.py.
+tests/engine/test_block_form.py and tests/infer/test_kernel.py.
 """
 
 import itertools
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numpyro_autospec.verification import (
+from numpyro_autospec._core.verification import (
     block_stop_probabilities,
     residual_probabilities,
     token_accept_probabilities,

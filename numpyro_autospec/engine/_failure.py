@@ -4,12 +4,14 @@ A run records the first defective oracle answer inside its compiled program, as
 ``(code, row, step, draw)``, and whether it stopped before every draw was done.  No host
 callback is involved (a program with one cannot be kept by JAX's persistent compilation cache):
 
-* inside the NumPyro kernel's step (:func:`numpyro_autospec._failures.collecting`) the record is
+* inside the NumPyro kernel's step (:func:`numpyro_autospec._core.failures.collecting`) the record
+is
   handed to the step, which carries it in its state;
 * otherwise the run returns it in :attr:`Samples.failure
-  <numpyro_autospec.engine.Samples>`, a :class:`~numpyro_autospec._failures.Failure`: rebuilt on
+  <numpyro_autospec.engine.Samples>`, a :class:`~numpyro_autospec._core.failures.Failure`: rebuilt
+  on
   the host with a failed record (the output of a compiled program that returns it, or an eager
-  call), it raises the run's exception, an :class:`~numpyro_autospec.oracles.OracleError`
+  call), it raises the run's exception, an :class:`~numpyro_autospec.errors.OracleError`
   naming the site, the function, the row and the step.
 """
 
@@ -21,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from numpyro_autospec import _failures as errors
+from numpyro_autospec._core import failures as errors
 
 __all__ = ["failure_error", "carried_failure"]
 
@@ -54,8 +56,9 @@ def failure_error(process, defect, incomplete) -> Exception | None:
 
 
 def carried_failure(process, defect: Array, incomplete: Array) -> errors.Failure | None:
-    """Trace time: the run's failure, as a :class:`~numpyro_autospec._failures.Failure` to return
-    with its samples, or ``None`` inside a :func:`~numpyro_autospec._failures.collecting` block
+    """Trace time: the run's failure, as a :class:`~numpyro_autospec._core.failures.Failure` to
+    return
+    with its samples, or ``None`` inside a :func:`~numpyro_autospec._core.failures.collecting` block
     (the record is handed to it)."""
     reporter = functools.partial(failure_error, process)
     if errors.is_collecting():

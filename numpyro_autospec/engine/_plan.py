@@ -19,13 +19,13 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from numpyro_autospec.config import RootPolicy, SamplerConfig
-from numpyro_autospec.engine.sharding import check_mesh
-from numpyro_autospec.exceptions import ConfigError, positive_integer
-from numpyro_autospec.processes.base import has_discrete_steps
-from numpyro_autospec.rejection import batch_size
+from numpyro_autospec._core.rejection import batch_size
+from numpyro_autospec.config import Capacity, RootPolicy, SamplerConfig
+from numpyro_autospec.engine._sharding import check_mesh
+from numpyro_autospec.errors import ConfigError, positive_integer
+from numpyro_autospec.processes._base import has_discrete_steps
 
-__all__ = ["RECURSION_ROOT_SLOTS", "Capacity", "Plan", "plan", "nbytes"]
+__all__ = ["RECURSION_ROOT_SLOTS", "Plan", "plan", "nbytes"]
 
 #: smallest default number of trial slots when roots are made of recursion blocks (the paper's
 #: root, diffusion): their residual loops are the parallel work of a draw, and a batch of
@@ -41,56 +41,6 @@ EVERY_SLOT = 64
 EVERY_SLOT_BYTES = 1 << 16
 #: at most this many lanes by default (a pass's counting is pairwise over its lanes)
 MAX_LANES = 256
-
-
-class Capacity(NamedTuple):
-    """Capacity limits of the engine.  They may delay work (more rounds) but never change the
-    draws.
-
-    Attributes
-    ----------
-    num_slots:
-        trial slots: residual trials held at once, below the draws' roots.  Default: ``4 depth``
-        per draw (``depth``: nesting levels of residual trials below the largest recursion
-        block), at least :data:`RECURSION_ROOT_SLOTS` when the roots are made of recursion
-        blocks, capped by ``memory_budget``.
-    max_queries:
-        oracle evaluations per round; the rest of a round's demand waits for the next round.
-        Default: no limit.
-    max_transitions:
-        tasks advanced per pass of the transitions.  Default: every task when the pool and
-        its slots are small (at most 64 slots, 64 kB in all), else two per draw, at most as
-        many as move about 1 MiB.
-    chunk_size:
-        oracle evaluations per batched call of the round's loop: a round of ``U`` evaluations
-        makes ``ceil(U / chunk_size)`` calls of ``chunk_size`` lanes.  Default: from the
-        process's answer size (4 for a block-form oracle, 32 for one evaluation per query).
-    memory_budget:
-        bytes the pool may use when sizes are chosen by default.
-    mesh:
-        a :class:`jax.sharding.Mesh` over which every oracle call's batch is split
-        (:mod:`numpyro_autospec.engine.sharding`); ``None``: no sharding constraint.
-
-    Example: a starved pool takes more rounds, never other draws.
-
-    >>> import jax
-    >>> from numpyro_autospec import engine
-    >>> from numpyro_autospec.oracles import CurieWeissOracle
-    >>> from numpyro_autospec.processes import AnyOrderProcess
-    >>> process = AnyOrderProcess(CurieWeissOracle(16, beta=1.0), 16, 2)
-    >>> keys = jax.random.split(jax.random.PRNGKey(0), 2)
-    >>> ample = engine.run(process, keys)
-    >>> starved = engine.run(process, keys, capacity=Capacity(num_slots=4, max_queries=1))
-    >>> bool((ample.value == starved.value).all()), bool((starved.rounds >= ample.rounds).all())
-    (True, True)
-    """
-
-    num_slots: int | None = None
-    max_queries: int | None = None
-    max_transitions: int | None = None
-    chunk_size: int | None = None
-    memory_budget: int = 1 << 30
-    mesh: Mesh | None = None
 
 
 class Plan(NamedTuple):

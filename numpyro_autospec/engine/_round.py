@@ -31,13 +31,13 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
-from numpyro_autospec.defects import nonfinite_defect
 from numpyro_autospec.engine._compact import count_at_most, running_sum
 from numpyro_autospec.engine._plan import Plan
 from numpyro_autospec.engine._pool import Meta, Pool, Status, pack, unpack
+from numpyro_autospec.engine._sharding import sharded_batch
 from numpyro_autospec.engine._tasks import wants_lookahead
 from numpyro_autospec.engine._trials import next_buffer
-from numpyro_autospec.engine.sharding import sharded_batch
+from numpyro_autospec.errors import nonfinite_defect
 
 __all__ = ["ANSWERED", "Demand", "demand", "query_round"]
 

@@ -8,13 +8,13 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
-from numpyro_autospec import _failures as errors
+from numpyro_autospec._core import failures as errors
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine._failure import carried_failure
+from numpyro_autospec.engine._keys import engine_keys
 from numpyro_autospec.engine._loop import Context, run_loop
 from numpyro_autospec.engine._plan import Capacity, plan
 from numpyro_autospec.engine._pool import Meta, Status, unpack
-from numpyro_autospec.engine.keys import engine_keys
 
 __all__ = ["Samples", "run"]
 
@@ -32,7 +32,7 @@ class Samples(NamedTuple):
     >>> import jax
     >>> from numpyro_autospec.oracles import CurieWeissOracle
     >>> from numpyro_autospec.processes import AnyOrderProcess
-    >>> from numpyro_autospec.sequential import sequential_run
+    >>> from numpyro_autospec.engine._sequential import sequential_run
     >>> process = AnyOrderProcess(CurieWeissOracle(4, beta=0.5), 4, 2)
     >>> samples = sequential_run(process, jax.random.split(jax.random.PRNGKey(0), 2))
     >>> samples._fields
@@ -66,7 +66,7 @@ def run(
     With ``validate`` (default) every oracle answer is checked inside the compiled program
     (``process.answer_defect``: for any-order oracles NaN, ``+inf`` and unnormalized rows; for
     denoisers NaN and infinities); the run stops at the first defect and its
-    :class:`~numpyro_autospec.oracles.OracleError` (naming the site, the row and the step) is
+    :class:`~numpyro_autospec.errors.OracleError` (naming the site, the row and the step) is
     raised where the returned :class:`Samples` reach the host: by this call when it runs
     eagerly, by the output of your ``jax.jit`` when it returns them.
 

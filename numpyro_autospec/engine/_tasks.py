@@ -5,7 +5,7 @@ A slot moves when an event reached it (a round answered its query, its residual 
 it was just set up).  :func:`advance` then takes it as far as it can go without an oracle answer,
 in a fixed sequence of masked steps (docs/algorithm.md, section 3):
 
-1. **consume** the event: verify a scored root window (:mod:`numpyro_autospec.verification`),
+1. **consume** the event: verify a scored root window (:mod:`numpyro_autospec._core.verification`),
    accept a scored recursion block with probability ``min(1, mu/nu)`` or start its residual
    loop, or take a leaf step;
 2. **move on** after a finished block: a trial runs its right half, a root follows its
@@ -16,7 +16,8 @@ in a fixed sequence of masked steps (docs/algorithm.md, section 3):
    parent (:mod:`~numpyro_autospec.engine._trials` applies the report), a root asks for its
    final query or is done.
 
-Every random number comes from the keys of :mod:`numpyro_autospec.rejection`, derived exactly as
+Every random number comes from the keys of :mod:`numpyro_autospec._core.rejection`, derived exactly
+as
 in :mod:`numpyro_autospec.reference`, so the engine's draws equal the reference's key for key.
 """
 
@@ -28,11 +29,11 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
+from numpyro_autospec._core.rejection import residual_log_accept_prob, speculation_log_accept_prob
+from numpyro_autospec._core.verification import VERIFIERS
 from numpyro_autospec.config import RootPolicy
 from numpyro_autospec.engine._plan import Plan
 from numpyro_autospec.engine._pool import NO_TRIAL, Meta, Scores, Status, choose
-from numpyro_autospec.rejection import residual_log_accept_prob, speculation_log_accept_prob
-from numpyro_autospec.verification import VERIFIERS
 
 __all__ = [
     "Lane",

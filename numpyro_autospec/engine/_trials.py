@@ -30,11 +30,11 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
+from numpyro_autospec._core.rejection import trial_keys
 from numpyro_autospec.engine._compact import expand_demand, first_true, running_sum
 from numpyro_autospec.engine._plan import Plan
 from numpyro_autospec.engine._pool import NO_TRIAL, Meta, Pool, Status, pack, unpack
 from numpyro_autospec.engine._tasks import block_key, materialized
-from numpyro_autospec.rejection import trial_keys
 
 __all__ = [
     "Pending",

@@ -39,84 +39,44 @@ except ImportError as error:  # pragma: no cover - exercised in a subprocess by 
         f"({error}); install the `learned` extra: pip install 'numpyro-autospec[learned]'"
     ) from error
 
-from numpyro_autospec.learned.checkpoints import (
-    TransformerConfig,
-    cache_directory,
-    load_checkpoint,
-    load_or_train,
-    save_checkpoint,
-)
-from numpyro_autospec.learned.denoiser import DenoiserConfig, LearnedDenoiser, data_statistics
-from numpyro_autospec.learned.denoiser_training import (
-    denoising_loss,
-    load_or_train_denoiser,
-    train_denoiser,
-    training_times,
-)
-from numpyro_autospec.learned.kv_cache import (
-    TransformerCache,
-    kv_cached_sequential_run,
-)
-from numpyro_autospec.learned.network import MaskedMLP, masked_inputs
-from numpyro_autospec.learned.oracle import LearnedOracle, learned_log_marginals
-from numpyro_autospec.learned.order_law import fixed_order_law, random_order_law
-from numpyro_autospec.learned.text import (
+from numpyro_autospec.learned._checkpoints import TransformerConfig, load_or_train
+from numpyro_autospec.learned._denoiser import DenoiserConfig, LearnedDenoiser
+from numpyro_autospec.learned._denoiser_training import load_or_train_denoiser, train_denoiser
+from numpyro_autospec.learned._kv_cache import kv_cached_sequential_run
+from numpyro_autospec.learned._network import MaskedMLP
+from numpyro_autospec.learned._oracle import LearnedOracle
+from numpyro_autospec.learned._order_law import random_order_law
+from numpyro_autospec.learned._text import (
     VOCABULARY_SIZE,
     decode,
     encode,
     load_code_corpus,
     random_windows,
-    split_by_file,
 )
-from numpyro_autospec.learned.training import (
-    any_order_loss,
-    check_training_data,
-    fit,
-    order_averaged_nll,
-)
-from numpyro_autospec.learned.transformer import TransformerOracle, inverse_permutation
-from numpyro_autospec.learned.transformer_training import (
-    autoregressive_loss,
-    bits_per_character,
-    prefix_loss,
-    train_transformer,
-)
+from numpyro_autospec.learned._training import any_order_loss, fit, order_averaged_nll
+from numpyro_autospec.learned._transformer import TransformerOracle
+from numpyro_autospec.learned._transformer_training import bits_per_character, train_transformer
 
 __all__ = [
     "VOCABULARY_SIZE",
+    "order_averaged_nll",
+    "random_windows",
     "DenoiserConfig",
     "LearnedDenoiser",
-    "data_statistics",
-    "denoising_loss",
-    "load_or_train_denoiser",
-    "train_denoiser",
-    "training_times",
     "LearnedOracle",
     "MaskedMLP",
     "TransformerConfig",
-    "TransformerCache",
     "TransformerOracle",
     "any_order_loss",
-    "autoregressive_loss",
     "bits_per_character",
-    "cache_directory",
-    "check_training_data",
     "decode",
     "encode",
     "fit",
-    "fixed_order_law",
-    "inverse_permutation",
     "kv_cached_sequential_run",
-    "learned_log_marginals",
-    "load_checkpoint",
     "load_code_corpus",
     "load_or_train",
-    "masked_inputs",
-    "order_averaged_nll",
-    "prefix_loss",
+    "load_or_train_denoiser",
     "random_order_law",
-    "random_windows",
-    "save_checkpoint",
-    "split_by_file",
+    "train_denoiser",
     "train_transformer",
 ]

@@ -19,65 +19,24 @@ Each class is a thin shell over a pure function of its parameters and the query
 arguments lets ``jit`` compile once per shape rather than once per instance.
 """
 
-from numpyro_autospec.oracles.base import (
-    AnyOrderOracle,
-    FunctionOracle,
-    as_oracle,
-    marginal_conditionals,
-)
-from numpyro_autospec.oracles.consistency import check_block_form, check_block_form_signature
-from numpyro_autospec.oracles.curie_weiss import CurieWeissOracle, curie_weiss_log_marginals
-from numpyro_autospec.oracles.hopfield import HopfieldOracle, hopfield_log_marginals
-from numpyro_autospec.oracles.ising_chain import IsingChainOracle, ising_chain_log_marginals
-from numpyro_autospec.oracles.perturbed import PerturbedOracle, perturbed_log_marginals
-from numpyro_autospec.oracles.probes import validate_log_conditionals, validate_oracle
-from numpyro_autospec.oracles.table import TableOracle, table_log_marginals
-from numpyro_autospec.oracles.validation import (
-    DEFECT_NAN,
-    DEFECT_OK,
-    DEFECT_POSINF,
-    DEFECT_UNNORMALIZED,
-    OracleDefect,
-    OracleError,
-    check_oracle_signature,
-    check_order_and_observed,
-    check_permutation,
-    check_values_in_support,
-    describe_defect,
-    log_marginals_defect,
-    raise_if_defect,
-)
+from numpyro_autospec.oracles._base import AnyOrderOracle, FunctionOracle, as_oracle
+from numpyro_autospec.oracles._consistency import check_block_form
+from numpyro_autospec.oracles._curie_weiss import CurieWeissOracle
+from numpyro_autospec.oracles._hopfield import HopfieldOracle
+from numpyro_autospec.oracles._ising_chain import IsingChainOracle
+from numpyro_autospec.oracles._perturbed import PerturbedOracle
+from numpyro_autospec.oracles._probes import validate_oracle
+from numpyro_autospec.oracles._table import TableOracle
 
 __all__ = [
-    "DEFECT_NAN",
-    "DEFECT_OK",
-    "DEFECT_POSINF",
-    "DEFECT_UNNORMALIZED",
     "AnyOrderOracle",
-    "FunctionOracle",
-    "as_oracle",
-    "marginal_conditionals",
     "CurieWeissOracle",
+    "FunctionOracle",
     "HopfieldOracle",
     "IsingChainOracle",
-    "OracleDefect",
-    "OracleError",
     "PerturbedOracle",
     "TableOracle",
+    "as_oracle",
     "check_block_form",
-    "check_block_form_signature",
-    "check_oracle_signature",
-    "check_order_and_observed",
-    "check_permutation",
-    "check_values_in_support",
-    "curie_weiss_log_marginals",
-    "describe_defect",
-    "hopfield_log_marginals",
-    "ising_chain_log_marginals",
-    "log_marginals_defect",
-    "perturbed_log_marginals",
-    "raise_if_defect",
-    "table_log_marginals",
-    "validate_log_conditionals",
     "validate_oracle",
 ]

@@ -5,7 +5,7 @@ import jax
 import numpy as np
 import pytest
 
-from numpyro_autospec.baselines import cosine_schedule, maskgit_run, uniform_schedule
+from benchmarks.baselines import cosine_schedule, maskgit_run, uniform_schedule
 from numpyro_autospec.oracles import CurieWeissOracle, TableOracle
 from numpyro_autospec.processes import AnyOrderProcess
 from tests.gof import assert_gof, chisquare_gof, encode_configurations, power_draws

@@ -7,12 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from numpyro_autospec.baselines import picard_run
+from benchmarks.baselines import picard_run
 from numpyro_autospec.denoisers import PointCloudDenoiser
+from numpyro_autospec.engine import sequential_run
 from numpyro_autospec.oracles import CurieWeissOracle
-from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess
-from numpyro_autospec.processes.time_grids import default_times
-from numpyro_autospec.sequential import sequential_run
+from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess, default_times
 from tests.gof import two_sample_chisquare
 
 POINTS = jnp.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])

@@ -9,13 +9,9 @@ import numpy as np
 import pytest
 from scipy import special
 
-from numpyro_autospec.denoisers import (
-    DIGITS_MAX_PIXEL_VALUE,
-    PointCloudDenoiser,
-    digits_point_cloud,
-    validate_denoiser,
-)
-from numpyro_autospec.denoisers import digits as digits_module
+from numpyro_autospec.denoisers import PointCloudDenoiser, digits_point_cloud, validate_denoiser
+from numpyro_autospec.denoisers import _digits as digits_module
+from numpyro_autospec.denoisers._digits import DIGITS_MAX_PIXEL_VALUE
 
 NUM_IMAGES = 1797
 DIM = 64

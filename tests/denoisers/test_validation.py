@@ -6,19 +6,23 @@ import numpy as np
 import pytest
 
 from numpyro_autospec.denoisers import (
-    DEFECT_INFINITE,
-    DEFECT_NAN,
-    DEFECT_NONE,
-    DEFECT_TIME,
     Denoiser,
-    DenoiserError,
     GaussianMixtureDenoiser,
     PointCloudDenoiser,
+    validate_denoiser,
+)
+from numpyro_autospec.denoisers._validation import (
     check_denoiser_signature,
     check_time_grid,
     denoiser_defect,
+)
+from numpyro_autospec.errors import (
+    DEFECT_INFINITE,
+    DEFECT_NAN,
+    DEFECT_OK,
+    DEFECT_TIME,
+    DenoiserError,
     raise_if_defect,
-    validate_denoiser,
 )
 
 DIM = 3
@@ -102,8 +106,8 @@ def test_signature_rejects_non_callable() -> None:
 @pytest.mark.parametrize(
     ("output", "t", "expected"),
     [
-        ([0.0, 1.0], 0.5, DEFECT_NONE),
-        ([0.0, 1.0], 0.0, DEFECT_NONE),
+        ([0.0, 1.0], 0.5, DEFECT_OK),
+        ([0.0, 1.0], 0.0, DEFECT_OK),
         ([0.0, np.nan], 0.5, DEFECT_NAN),
         ([np.inf, 1.0], 0.5, DEFECT_INFINITE),
         ([-np.inf, np.nan], 0.5, DEFECT_NAN),
@@ -124,11 +128,11 @@ def test_denoiser_defect_under_jit_and_vmap() -> None:
     outputs = jnp.array([[0.0, 1.0], [np.nan, 0.0], [np.inf, 0.0], [0.0, 0.0]])
     times = jnp.array([1.0, 1.0, 1.0, -1.0])
     codes = jax.jit(jax.vmap(denoiser_defect))(outputs, times)
-    np.testing.assert_array_equal(codes, [DEFECT_NONE, DEFECT_NAN, DEFECT_INFINITE, DEFECT_TIME])
+    np.testing.assert_array_equal(codes, [DEFECT_OK, DEFECT_NAN, DEFECT_INFINITE, DEFECT_TIME])
 
 
 def test_raise_if_defect_is_silent_without_defect() -> None:
-    raise_if_defect(jnp.int32(DEFECT_NONE), name="f")
+    raise_if_defect(jnp.int32(DEFECT_OK), name="f")
     raise_if_defect(jnp.zeros(5, dtype=jnp.int32), name="f", t=jnp.ones(5))
 
 
@@ -152,7 +156,7 @@ def test_raise_if_defect_names_negative_time() -> None:
 
 
 def test_raise_if_defect_reports_first_batch_member() -> None:
-    codes = jnp.array([DEFECT_NONE, DEFECT_INFINITE, DEFECT_NAN], dtype=jnp.int32)
+    codes = jnp.array([DEFECT_OK, DEFECT_INFINITE, DEFECT_NAN], dtype=jnp.int32)
     times = jnp.array([0.0, 0.5, 1.0])
     with pytest.raises(DenoiserError, match=r"infinite value at t=0\.5 \(batch index 1\)"):
         raise_if_defect(codes, name="denoiser", t=times, error=DenoiserError)

@@ -13,7 +13,7 @@ traced, so the run needs a compilation of its own, not a cached program):
 
 from __future__ import annotations
 
-import numpyro_autospec.verification as verification
+import numpyro_autospec._core.verification as verification
 
 
 def keep_every_site(key, target_rows, draft_rows, values, gamma):

@@ -21,20 +21,20 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import numpyro_autospec._core.verification as verification
 import numpyro_autospec.engine._tasks as tasks
-import numpyro_autospec.verification as verification
 from numpyro_autospec import reference
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import run
+from numpyro_autospec.errors import OracleError
 from numpyro_autospec.oracles import (
     AnyOrderOracle,
     CurieWeissOracle,
-    OracleError,
     PerturbedOracle,
     TableOracle,
     check_block_form,
-    marginal_conditionals,
 )
+from numpyro_autospec.oracles._base import marginal_conditionals
 from numpyro_autospec.processes import AnyOrderProcess
 from tests.engine.broken import accept_every_residual, keep_every_site
 from tests.engine.programs import draws_in_calls

@@ -2,7 +2,7 @@
 
 The engine (:func:`numpyro_autospec.engine.run` under ``jax.jit``, all draws of a test sharing
 one task pool) must output exactly the law of the sequential Euler-Maruyama chain on the same
-grid (:func:`numpyro_autospec.sequential.sequential_run`, compiled), whatever the grid.  The
+grid (:func:`numpyro_autospec.engine.sequential_run`, compiled), whatever the grid.  The
 grids here are coarse (N = 8 steps of :func:`default_times`), where the chain is far from its
 continuous-time limit -- it puts 0.26 instead of 0.2 on the central point of the 5-point cloud
 -- and most speculations are rejected, so the residual loop and every term of both densities
@@ -50,10 +50,8 @@ from jax import Array
 from numpyro_autospec import reference
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.denoisers import GaussianMixtureDenoiser, PointCloudDenoiser
-from numpyro_autospec.engine import Samples, run
-from numpyro_autospec.processes import DiffusionProcess
-from numpyro_autospec.processes.time_grids import default_times
-from numpyro_autospec.sequential import sequential_run
+from numpyro_autospec.engine import Samples, run, sequential_run
+from numpyro_autospec.processes import DiffusionProcess, default_times
 from tests.gof import assert_two_sample, power_draws, two_sample_chisquare
 
 THRESHOLD = 1e-4

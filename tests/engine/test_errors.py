@@ -1,5 +1,5 @@
 """Errors found inside the compiled engine reach the caller as the project's own exceptions
-(:mod:`numpyro_autospec._failures`), naming the site and the user's function, carried as data
+(:mod:`numpyro_autospec._core.failures`), naming the site and the user's function, carried as data
 (``Samples.failure``) with no host callback in the program.
 
 The oracles below answer well on the host-side probes of ``validate_oracle`` and break only in
@@ -13,15 +13,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from numpyro_autospec import _failures as errors
+from numpyro_autospec._core import failures as errors
 from numpyro_autospec.config import SamplerConfig
-from numpyro_autospec.defects import OracleError
-from numpyro_autospec.denoisers import DenoiserError, PointCloudDenoiser
-from numpyro_autospec.engine import run
+from numpyro_autospec.denoisers import PointCloudDenoiser
+from numpyro_autospec.engine import run, sequential_run
+from numpyro_autospec.errors import DenoiserError, OracleError
 from numpyro_autospec.oracles import CurieWeissOracle, validate_oracle
-from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess
-from numpyro_autospec.processes.time_grids import default_times
-from numpyro_autospec.sequential import sequential_run
+from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess, default_times
 
 N = 12
 CURIE_WEISS = CurieWeissOracle(N, beta=1.0)

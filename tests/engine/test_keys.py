@@ -1,4 +1,4 @@
-"""The engine's keys (:mod:`numpyro_autospec.engine.keys`) give JAX's threefry bits.
+"""The engine's keys (:mod:`numpyro_autospec.engine._keys`) give JAX's threefry bits.
 
 The engine draws with typed keys of ``STRAIGHT_THREEFRY`` (the threefry hash as straight-line
 ``jax.numpy`` code); the reference sampler draws with the keys as given.  Every random value
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from jax.extend.random import threefry_2x32
 
-from numpyro_autospec.engine import keys as engine_keys_module
-from numpyro_autospec.engine.keys import STRAIGHT_THREEFRY, engine_keys
+from numpyro_autospec.engine import _keys as engine_keys_module
+from numpyro_autospec.engine._keys import STRAIGHT_THREEFRY, engine_keys
 
 RAW = jax.random.split(jax.random.PRNGKey(42), 5)
 

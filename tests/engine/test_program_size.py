@@ -1,6 +1,6 @@
 """The engine's compiled program stays small: its launched kernels, conditionals and loops are
 pinned (as BlackJAX's ``test_compilation.py`` pins traces), so that the program cannot silently
-grow back.  Counted by ``numpyro_autospec._program_size`` in the optimized HLO of one draw, the
+grow back.  Counted by ``numpyro_autospec._core.program_size`` in the optimized HLO of one draw, the
 figures ``benchmarks/program_size.py`` reports.
 
 The pinned bounds are the counts measured when they were set, plus a margin of about 5% for
@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import pytest
 
 from numpyro_autospec import engine
-from numpyro_autospec._program_size import program_size
+from numpyro_autospec._core.program_size import program_size
 from numpyro_autospec.oracles import CurieWeissOracle
 from numpyro_autospec.processes import AnyOrderProcess
 from tests.fresh_process import user_environment

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+import numpyro_autospec._core.verification as verification
 import numpyro_autospec.engine._tasks as tasks
-import numpyro_autospec.verification as verification
 from numpyro_autospec import reference
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import Capacity, run

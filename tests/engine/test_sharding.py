@@ -1,4 +1,4 @@
-"""Query batches across devices (``Capacity(mesh=...)``, :mod:`numpyro_autospec.engine.sharding`):
+"""Query batches across devices (``Capacity(mesh=...)``, :mod:`numpyro_autospec.engine._sharding`):
 the same draws, rounds, queries and conditionals as on one device, the oracle batch actually
 split, and a clear error for a bad mesh.
 
@@ -54,12 +54,11 @@ from numpyro_autospec.denoisers import PointCloudDenoiser
 from numpyro_autospec.engine import Capacity, Samples, run
 from numpyro_autospec.engine import _plan as engine_plan
 from numpyro_autospec.engine import _round as engine_rounds
-from numpyro_autospec.engine.sharding import ShardingError, sharded_batch
+from numpyro_autospec.engine._sharding import ShardingError, sharded_batch
+from numpyro_autospec.infer import AutospecKernel
 from numpyro_autospec.learned import LearnedOracle, MaskedMLP
-from numpyro_autospec.numpyro import AutospecKernel
 from numpyro_autospec.oracles import CurieWeissOracle
-from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess
-from numpyro_autospec.processes.time_grids import default_times
+from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess, default_times
 from tests.fresh_process import SUITE_EMITTERS
 
 DEVICES = 4

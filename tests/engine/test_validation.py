@@ -6,9 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from numpyro_autospec._core.parameters import register_parameters
 from numpyro_autospec.engine import run
-from numpyro_autospec.oracles import CurieWeissOracle, OracleError, TableOracle
-from numpyro_autospec.parameters import register_parameters
+from numpyro_autospec.errors import OracleError
+from numpyro_autospec.oracles import CurieWeissOracle, TableOracle
 from numpyro_autospec.processes import AnyOrderProcess
 from tests.engine.programs import compiled_run
 

@@ -1,9 +1,9 @@
-r"""The learned denoiser (:mod:`numpyro_autospec.learned.denoiser`): protocol, errors, training,
+r"""The learned denoiser (:mod:`numpyro_autospec.learned._denoiser`): protocol, errors, training,
 and exactness of autospeculation with it (docs/algorithm.md section 2b).
 
 Exactness with a learned denoiser means: the engine's autospeculative draws have exactly the law
 of the Euler-Maruyama chain *of the same network* on the same grid
-(:func:`numpyro_autospec.sequential.sequential_run`), not the law of the data.  The check is a
+(:func:`numpyro_autospec.engine.sequential_run`), not the law of the data.  The check is a
 two-sample Kolmogorov-Smirnov test on four one-dimensional projections of the 64-pixel output
 (the first three principal axes of the digits and the mean pixel), fixed seeds, each passing
 when ``p > 1e-4`` (``THRESHOLD``; ``tests/gof.py``): ``ENGINE_DRAWS`` engine draws against
@@ -40,24 +40,20 @@ from numpyro.infer import MCMC  # noqa: E402
 
 from numpyro_autospec import AutospecKernel, StochasticLocalization, reference  # noqa: E402
 from numpyro_autospec.config import SamplerConfig  # noqa: E402
-from numpyro_autospec.denoisers import (  # noqa: E402
-    Denoiser,
-    DenoiserError,
-    digits_point_cloud,
-    validate_denoiser,
-)
+from numpyro_autospec.denoisers import Denoiser, digits_point_cloud, validate_denoiser
 from numpyro_autospec.engine import run  # noqa: E402
-from numpyro_autospec.learned import (  # noqa: E402
+from numpyro_autospec.engine._sequential import sequential_run  # noqa: E402
+from numpyro_autospec.errors import DenoiserError
+from numpyro_autospec.learned import (
     DenoiserConfig,
     LearnedDenoiser,
-    data_statistics,
-    denoising_loss,
     load_or_train_denoiser,
     train_denoiser,
 )
+from numpyro_autospec.learned._denoiser import data_statistics
+from numpyro_autospec.learned._denoiser_training import denoising_loss
 from numpyro_autospec.processes import DiffusionProcess  # noqa: E402
-from numpyro_autospec.processes.time_grids import default_times  # noqa: E402
-from numpyro_autospec.sequential import sequential_run  # noqa: E402
+from numpyro_autospec.processes._time_grids import default_times  # noqa: E402
 from tests.gof import assert_two_sample  # noqa: E402
 
 THRESHOLD = 1e-4

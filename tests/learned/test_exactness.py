@@ -28,7 +28,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-import numpyro_autospec.verification as verification  # noqa: E402
+import numpyro_autospec._core.verification as verification  # noqa: E402
 from numpyro_autospec.config import SamplerConfig  # noqa: E402
 from numpyro_autospec.engine import run  # noqa: E402
 from numpyro_autospec.processes import AnyOrderProcess  # noqa: E402

@@ -18,7 +18,7 @@ import sys
 
 import numpyro_autospec
 import numpyro_autospec.engine
-import numpyro_autospec.numpyro
+import numpyro_autospec.infer
 import numpyro_autospec.oracles
 import numpyro_autospec.processes
 

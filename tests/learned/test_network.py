@@ -10,7 +10,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from numpyro_autospec.learned import MaskedMLP, masked_inputs  # noqa: E402
+from numpyro_autospec.learned import MaskedMLP  # noqa: E402
+from numpyro_autospec.learned._network import masked_inputs
 from tests.learned.trained import N, Q, all_masks, fresh_network  # noqa: E402
 
 batched = eqx.filter_jit(jax.vmap(lambda network, x, mask: network(x, mask), (None, 0, 0)))

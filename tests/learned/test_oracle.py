@@ -14,8 +14,10 @@ import numpyro  # noqa: E402
 from numpyro.infer import MCMC  # noqa: E402
 
 from numpyro_autospec import AnyOrderAR, AutospecKernel  # noqa: E402
-from numpyro_autospec.learned import LearnedOracle, MaskedMLP, learned_log_marginals  # noqa: E402
-from numpyro_autospec.oracles import AnyOrderOracle, OracleError, validate_oracle  # noqa: E402
+from numpyro_autospec.errors import OracleError
+from numpyro_autospec.learned import LearnedOracle, MaskedMLP  # noqa: E402
+from numpyro_autospec.learned._oracle import learned_log_marginals
+from numpyro_autospec.oracles import AnyOrderOracle, validate_oracle  # noqa: E402
 from tests.learned.trained import (  # noqa: E402
     N,
     Q,

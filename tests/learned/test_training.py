@@ -13,13 +13,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from numpyro_autospec.exceptions import InputError  # noqa: E402
-from numpyro_autospec.learned import (  # noqa: E402
-    LearnedOracle,
-    any_order_loss,
-    fit,
-    order_averaged_nll,
-)
+from numpyro_autospec.errors import InputError  # noqa: E402
+from numpyro_autospec.learned import LearnedOracle, any_order_loss, fit, order_averaged_nll
 from tests.gof import mean_z_test  # noqa: E402
 from tests.learned.trained import (  # noqa: E402
     N,

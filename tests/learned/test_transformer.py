@@ -13,7 +13,8 @@ import numpy as np  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from numpyro_autospec.learned import TransformerOracle, inverse_permutation  # noqa: E402
+from numpyro_autospec.learned import TransformerOracle  # noqa: E402
+from numpyro_autospec.learned._transformer import inverse_permutation
 from numpyro_autospec.oracles import AnyOrderOracle  # noqa: E402
 from tests.learned.transformer_fixtures import N, Q, fresh_transformer  # noqa: E402
 

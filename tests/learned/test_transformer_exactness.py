@@ -35,11 +35,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from numpyro_autospec.engine import run  # noqa: E402
-from numpyro_autospec.learned import (  # noqa: E402
-    fixed_order_law,
-    kv_cached_sequential_run,
-    random_order_law,
-)
+from numpyro_autospec.learned import kv_cached_sequential_run, random_order_law
+from numpyro_autospec.learned._order_law import fixed_order_law
 from numpyro_autospec.oracles import TableOracle  # noqa: E402
 from numpyro_autospec.processes import AnyOrderProcess  # noqa: E402
 from tests.gof import assert_gof, chisquare_gof, encode_configurations, power_draws  # noqa: E402

@@ -1,4 +1,4 @@
-"""Sequential sampling with cached keys and values (``numpyro_autospec.learned.kv_cache``): the
+"""Sequential sampling with cached keys and values (``numpyro_autospec.learned._kv_cache``): the
 incremental rows equal ``log_conditionals``'s rows along a random order with observed sites (a
 property test), the draws equal ``sequential_run``'s key for key, and bad input is rejected by
 name.  Its law is tested against the enumerated random-order law, with the wrong-law rejections,
@@ -15,12 +15,12 @@ import numpy as np  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from numpyro_autospec.defects import OracleError  # noqa: E402
+from numpyro_autospec.engine._sequential import sequential_run  # noqa: E402
+from numpyro_autospec.errors import OracleError  # noqa: E402
 from numpyro_autospec.learned import kv_cached_sequential_run  # noqa: E402
-from numpyro_autospec.learned.kv_cache import append_site, next_conditional, prefill  # noqa: E402
+from numpyro_autospec.learned._kv_cache import append_site, next_conditional, prefill  # noqa: E402
 from numpyro_autospec.oracles import CurieWeissOracle  # noqa: E402
 from numpyro_autospec.processes import AnyOrderProcess  # noqa: E402
-from numpyro_autospec.sequential import sequential_run  # noqa: E402
 from tests.learned.transformer_fixtures import fresh_transformer  # noqa: E402
 
 N, Q = 9, 4

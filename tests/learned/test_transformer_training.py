@@ -13,16 +13,9 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from numpyro_autospec.learned import (  # noqa: E402
-    TransformerConfig,
-    autoregressive_loss,
-    bits_per_character,
-    cache_directory,
-    load_checkpoint,
-    load_or_train,
-    prefix_loss,
-    save_checkpoint,
-)
+from numpyro_autospec.learned import TransformerConfig, bits_per_character, load_or_train
+from numpyro_autospec.learned._checkpoints import cache_directory, load_checkpoint, save_checkpoint
+from numpyro_autospec.learned._transformer_training import autoregressive_loss, prefix_loss
 from tests.learned.transformer_fixtures import (  # noqa: E402
     N,
     fresh_transformer,

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from numpyro_autospec.oracles.chain_messages import (
+from numpyro_autospec.oracles._chain_messages import (
     LINEAR_SPACE_BOUND,
     chain_log_marginals,
     linear_space_marginals,

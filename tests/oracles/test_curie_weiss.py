@@ -9,8 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numpyro_autospec.oracles import CurieWeissOracle, OracleError, curie_weiss_log_marginals
-from numpyro_autospec.oracles.curie_weiss import curie_weiss_log_conditionals
+from numpyro_autospec.errors import OracleError
+from numpyro_autospec.oracles import CurieWeissOracle
+from numpyro_autospec.oracles._curie_weiss import (
+    curie_weiss_log_conditionals,
+    curie_weiss_log_marginals,
+)
 from tests.oracles.brute_force import (
     assert_rows_close,
     batched_answers,

@@ -18,15 +18,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from numpyro_autospec.errors import OracleError
 from numpyro_autospec.learned import random_order_law
-from numpyro_autospec.oracles import (
-    FunctionOracle,
-    HopfieldOracle,
-    OracleError,
-    check_block_form,
-    hopfield_log_marginals,
-)
-from numpyro_autospec.oracles.hopfield import hopfield_log_conditionals
+from numpyro_autospec.oracles import FunctionOracle, HopfieldOracle, check_block_form
+from numpyro_autospec.oracles._hopfield import hopfield_log_conditionals, hopfield_log_marginals
 from tests.gof import assert_gof, chisquare_gof, encode_configurations
 from tests.oracles.brute_force import (
     batched_answers,

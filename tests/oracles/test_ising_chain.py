@@ -15,14 +15,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from numpyro_autospec.errors import OracleError
 from numpyro_autospec.learned import random_order_law
-from numpyro_autospec.oracles import (
-    IsingChainOracle,
-    OracleError,
-    check_block_form,
+from numpyro_autospec.oracles import IsingChainOracle, check_block_form
+from numpyro_autospec.oracles._ising_chain import (
+    ising_chain_log_conditionals,
     ising_chain_log_marginals,
 )
-from numpyro_autospec.oracles.ising_chain import ising_chain_log_conditionals
 from tests.gof import assert_gof, chisquare_gof, encode_configurations
 from tests.oracles.brute_force import (
     assert_rows_close,

@@ -1,4 +1,4 @@
-"""The oracle probes of ``AutospecKernel.init`` (:mod:`numpyro_autospec.oracles.probes`): one
+"""The oracle probes of ``AutospecKernel.init`` (:mod:`numpyro_autospec.oracles._probes`): one
 compilation per oracle structure and shapes, whatever the parameter values, and nothing kept
 alive for an oracle that closes over data (``parameters.jit_over_parameters``).
 
@@ -13,13 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import monitoring
 
-from numpyro_autospec.numpyro.progress import BACKEND_COMPILE_EVENT
-from numpyro_autospec.oracles import (
-    CurieWeissOracle,
-    IsingChainOracle,
-    validate_log_conditionals,
-    validate_oracle,
-)
+from numpyro_autospec.infer._progress import BACKEND_COMPILE_EVENT
+from numpyro_autospec.oracles import CurieWeissOracle, IsingChainOracle, validate_oracle
+from numpyro_autospec.oracles._probes import validate_log_conditionals
 
 COMPILED: list[str] = []
 

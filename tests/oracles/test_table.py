@@ -7,13 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numpyro_autospec.oracles import (
-    DEFECT_OK,
-    OracleError,
-    TableOracle,
-    log_marginals_defect,
-    table_log_marginals,
-)
+from numpyro_autospec.errors import DEFECT_OK, OracleError
+from numpyro_autospec.oracles import TableOracle
+from numpyro_autospec.oracles._table import table_log_marginals
+from numpyro_autospec.oracles._validation import log_marginals_defect
 from tests.oracles.brute_force import (
     assert_rows_close,
     batched_answers,

@@ -10,25 +10,29 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numpyro_autospec.oracles import (
+from numpyro_autospec.errors import (
+    DEFECT_INFINITE,
     DEFECT_NAN,
     DEFECT_OK,
-    DEFECT_POSINF,
     DEFECT_UNNORMALIZED,
+    OracleError,
+    describe_defect,
+    raise_if_defect,
+)
+from numpyro_autospec.oracles import (
     AnyOrderOracle,
     CurieWeissOracle,
     HopfieldOracle,
     IsingChainOracle,
-    OracleError,
     PerturbedOracle,
     TableOracle,
+    validate_oracle,
+)
+from numpyro_autospec.oracles._validation import (
     check_oracle_signature,
     check_permutation,
     check_values_in_support,
-    describe_defect,
     log_marginals_defect,
-    raise_if_defect,
-    validate_oracle,
 )
 from numpyro_autospec.processes import AnyOrderProcess
 
@@ -114,13 +118,13 @@ def test_defect_free_answer():
     [
         (with_entry(2, 1, np.nan), FREE, (DEFECT_NAN, 2)),
         (with_entry(3, 0, np.nan), np.ones(N, bool), (DEFECT_NAN, 3)),  # pinned rows too
-        (with_entry(1, 2, np.inf), FREE, (DEFECT_POSINF, 1)),
+        (with_entry(1, 2, np.inf), FREE, (DEFECT_INFINITE, 1)),
         (with_entry(1, 2, np.inf), np.array([False, True, False, False]), (DEFECT_OK, 0)),
         (with_entry(2, 0, 0.0), FREE, (DEFECT_UNNORMALIZED, 2)),
         (with_entry(2, 0, 0.0), np.array([False, False, True, False]), (DEFECT_OK, 0)),
         (np.full((N, Q), -np.inf, np.float32), FREE, (DEFECT_UNNORMALIZED, 0)),
         (with_entry(0, 0, 5.0, with_entry(3, 1, np.nan)), FREE, (DEFECT_NAN, 3)),  # NaN first
-        (with_entry(0, 0, 5.0, with_entry(3, 1, np.inf)), FREE, (DEFECT_POSINF, 3)),
+        (with_entry(0, 0, 5.0, with_entry(3, 1, np.inf)), FREE, (DEFECT_INFINITE, 3)),
     ],
 )
 def test_defect_code_and_first_row(answer, mask, expected):
@@ -171,7 +175,7 @@ def test_random_normalized_rows_pass_and_shifted_row_is_found(seed, impossible, 
     ("code", "pattern"),
     [
         (DEFECT_NAN, r"^z returned NaN in row 3$"),
-        (DEFECT_POSINF, r"^z returned \+inf in row 3; a log-probability is at most 0$"),
+        (DEFECT_INFINITE, r"^z returned \+inf in row 3; a log-probability is at most 0$"),
         (DEFECT_UNNORMALIZED, r"^z returned row 3 that is not normalized; "),
     ],
 )
@@ -195,7 +199,7 @@ def test_raise_if_defect_is_silent_without_defect():
 
 
 def test_raise_if_defect_reports_the_first_batch_member():
-    codes = np.array([DEFECT_OK, DEFECT_OK, DEFECT_POSINF, DEFECT_NAN])
+    codes = np.array([DEFECT_OK, DEFECT_OK, DEFECT_INFINITE, DEFECT_NAN])
     rows = np.array([0, 0, 1, 2])
     with pytest.raises(OracleError, match=r"returned \+inf in row 1.*\(batch index 2\)$"):
         raise_if_defect(codes, rows)

@@ -40,14 +40,15 @@ from scipy import stats
 from numpyro_autospec import reference
 from numpyro_autospec.config import DIFFUSION_GROWTH, SamplerConfig
 from numpyro_autospec.denoisers import (
-    DenoiserError,
     GaussianMixtureDenoiser,
     PointCloudDenoiser,
     digits_point_cloud,
 )
-from numpyro_autospec.exceptions import InputError
-from numpyro_autospec.processes import DiffusionProcess, DiffusionState, Process, linear_response
-from numpyro_autospec.processes.time_grids import DEFAULT_T_MAX, default_times, uniform_times
+from numpyro_autospec.errors import DenoiserError, InputError
+from numpyro_autospec.processes import DiffusionProcess, Process
+from numpyro_autospec.processes import _linear_response as linear_response
+from numpyro_autospec.processes._diffusion import DiffusionState
+from numpyro_autospec.processes._time_grids import DEFAULT_T_MAX, default_times, uniform_times
 from tests.gof import assert_two_sample, power_draws, two_sample_chisquare
 
 THRESHOLD = 1e-4

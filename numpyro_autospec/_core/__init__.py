@@ -1,0 +1,1 @@
+"""Private building blocks of the samplers (may change without notice)."""

@@ -1,0 +1,133 @@
+"""The engine's random keys: JAX's threefry keys, hashed by straight-line code.
+
+Every random number of a draw comes from its key through JAX's threefry-2x32 hash (key splits,
+``fold_in``, uniform and Gumbel draws).  On the CPU, JAX lowers that hash as a rolled loop of
+five steps, which XLA:CPU compiles as a function of its own at each of the engine's call sites
+(19 at Curie-Weiss n = 32): a quarter of the LLVM IR of the engine's program, whatever the
+oracle (docs/benchmarks.md, "What the compile time follows").  On other platforms JAX lowers
+the same hash as straight-line code, which XLA fuses into the kernels that use it.
+
+:data:`STRAIGHT_THREEFRY` is a PRNG implementation
+(:func:`jax.extend.random.define_prng_impl`) that computes **the same bits** as JAX's
+``threefry2x32`` with the hash written as ``jax.numpy`` operations, so that every platform
+gets the straight-line form.  :func:`engine_keys` wraps a run's keys with it when JAX's
+default threefry would give them (raw ``uint32[..., 2]`` keys or typed ``threefry2x32`` keys,
+with ``jax_threefry_partitionable``, JAX's default): the draws are then bit for bit those of
+the reference sampler, which uses the keys as given (``tests/engine/test_keys.py`` checks the
+bits of splits, ``fold_in`` and every draw the package makes against JAX's own).  Any other
+key (another implementation, or the non-partitionable threefry) is used as given.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+from jax.extend.random import define_prng_impl, threefry_prng_impl
+
+from numpyro_autospec.errors import InputError
+
+__all__ = ["STRAIGHT_THREEFRY", "threefry2x32", "engine_keys"]
+
+#: the rotations of the two alternating groups of four rounds
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+#: the key schedule's parity constant
+_PARITY = np.uint32(0x1BD11BDA)
+
+
+def threefry2x32(key1: Array, key2: Array, count1: Array, count2: Array) -> tuple[Array, Array]:
+    """The Threefry-2x32 hash (Salmon et al., *Parallel random numbers: as easy as 1, 2, 3*,
+    SC 2011; 20 rounds) of the counters ``(count1, count2)`` under the key ``(key1, key2)``,
+    as JAX computes it (``jax.extend.random.threefry_2x32``), in ``jax.numpy`` operations.
+
+    >>> import jax, jax.numpy as jnp
+    >>> from jax.extend.random import threefry_2x32
+    >>> key = jax.random.PRNGKey(3)
+    >>> counts = jnp.arange(4, dtype=jnp.uint32)
+    >>> ours = jnp.concatenate(threefry2x32(key[0], key[1], counts[:2], counts[2:]))
+    >>> bool((ours == threefry_2x32(key, counts)).all())
+    True
+    """
+    keys = (key1, key2, key1 ^ key2 ^ _PARITY)
+    x1, x2 = count1 + keys[0], count2 + keys[1]
+    for group in range(5):
+        for rotation in _ROTATIONS[group % 2]:
+            x1 = x1 + x2
+            x2 = (x2 << np.uint32(rotation)) | (x2 >> np.uint32(32 - rotation))
+            x2 = x1 ^ x2
+        x1 = x1 + keys[(group + 1) % 3]
+        x2 = x2 + keys[(group + 2) % 3] + np.uint32(group + 1)
+    return x1, x2
+
+
+def _counters(shape) -> tuple[Array, Array]:
+    """The high and low words of the row-major index of every element of ``shape`` (JAX's
+    counters for splits and random bits)."""
+    size = math.prod(shape)
+    if size >= 2**32:
+        raise InputError(f"at most 2**32 - 1 random values at once, got shape {shape}")
+    low = jnp.arange(size, dtype=jnp.uint32).reshape(shape)
+    return jnp.zeros(shape, jnp.uint32), low
+
+
+def _split(key: Array, shape) -> Array:
+    high, low = _counters(shape)
+    bits1, bits2 = threefry2x32(key[0], key[1], high, low)
+    return jnp.stack([bits1, bits2], axis=-1)
+
+
+def _fold_in(key: Array, data: Array) -> Array:
+    data = jnp.asarray(data, jnp.uint32)
+    bits1, bits2 = threefry2x32(key[0], key[1], jnp.zeros_like(data), data)
+    return jnp.stack([bits1, bits2])
+
+
+def _random_bits(key: Array, bit_width: int, shape) -> Array:
+    high, low = _counters(shape)
+    bits1, bits2 = threefry2x32(key[0], key[1], high, low)
+    if bit_width == 64:
+        return (bits1.astype(jnp.uint64) << np.uint64(32)) | bits2.astype(jnp.uint64)
+    dtype = {8: jnp.uint8, 16: jnp.uint16, 32: jnp.uint32}[bit_width]
+    return (bits1 ^ bits2).astype(dtype)
+
+
+#: JAX's threefry2x32 keys with the hash as straight-line ``jax.numpy`` code (the same bits)
+STRAIGHT_THREEFRY = define_prng_impl(
+    key_shape=(2,),
+    seed=threefry_prng_impl.seed,
+    split=_split,
+    random_bits=_random_bits,
+    fold_in=_fold_in,
+    name="threefry2x32_straight",
+    tag="fst",
+)
+
+
+def engine_keys(keys) -> Array:
+    """The keys a run draws with, from a batch of PRNG keys (raw ``uint32[D, 2]`` or typed
+    ``[D]``): typed keys of :data:`STRAIGHT_THREEFRY` when they are JAX's threefry keys (raw
+    keys under the default implementation, or typed ``threefry2x32`` keys) and JAX's threefry
+    is partitionable (its default), so that they give the same bits; else their raw data as
+    given.
+
+    :raises InputError: the keys are not a batch (their raw data is not two-dimensional).
+
+    >>> import jax
+    >>> keys = engine_keys(jax.random.split(jax.random.PRNGKey(0), 3))
+    >>> keys.shape, jax.random.key_impl(keys) == STRAIGHT_THREEFRY
+    ((3,), True)
+    """
+    keys = jnp.asarray(keys)
+    if jax.dtypes.issubdtype(keys.dtype, jax.dtypes.prng_key):
+        threefry = str(jax.random.key_impl(keys)) == "threefry2x32"
+        keys = jax.random.key_data(keys)
+    else:
+        threefry = jax.config.jax_default_prng_impl == "threefry2x32"
+    if keys.ndim != 2:
+        raise InputError(f"keys must be a batch of PRNG keys of shape [D, 2], got {keys.shape}")
+    if not (threefry and jax.config.jax_threefry_partitionable and keys.shape[-1] == 2):
+        return keys
+    return jax.random.wrap_key_data(keys, impl=STRAIGHT_THREEFRY)

@@ -1,0 +1,390 @@
+"""The package's exception types: one base class for every error it raises on bad input.
+
+Every error that numpyro-autospec raises because of what a user passed -- an oracle or denoiser
+that breaks its contract, a configuration, an observation, a time grid, a model it cannot draw
+exactly -- is an :class:`AutospecError`, so ``except AutospecError`` catches them all, also
+when a run fails inside its compiled program (the kernel and an eager engine run re-raise the
+failure as its type, and so does the output of your own ``jax.jit`` that returns the samples;
+docs/numpyro.md, "Errors inside the compiled program").  Each is also a
+:class:`ValueError`, the type Python code expects for a bad value.  The families:
+
+* :class:`ConfigError`: a sampler's knobs (:class:`~numpyro_autospec.config.SamplerConfig`,
+  :class:`~numpyro_autospec.engine.Capacity` and its mesh, a baseline's or a training loop's
+  options);
+* :class:`InputError`: data handed to the samplers (observed values and masks, orders, keys,
+  time grids -- :class:`~numpyro_autospec.errors.TimeGridError`, also a
+  ``DenoiserError`` --, sizes of a site, training data);
+* :class:`~numpyro_autospec.errors.OracleError` (and its
+  :class:`~numpyro_autospec.errors.DenoiserError`): an oracle, a denoiser or one of
+  their parameters or answers;
+* :class:`~numpyro_autospec.errors.UnsupportedModelError`: a model site that
+  :class:`~numpyro_autospec.infer.AutospecKernel` cannot draw exactly.
+
+Misuse of an API keeps Python's own types: a model that is not callable (:class:`TypeError`),
+a kernel's ``sample`` before its ``init`` (:class:`RuntimeError`).
+
+Example
+-------
+>>> from numpyro_autospec import SamplerConfig
+>>> try:
+...     SamplerConfig(growth=-1.0).validate()
+... except AutospecError as error:
+...     print(type(error).__name__, isinstance(error, ValueError))
+ConfigError True
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+from jax.typing import ArrayLike
+
+__all__ = [
+    "DEFECT_INFINITE",
+    "DEFECT_NAN",
+    "DEFECT_OK",
+    "DEFECT_TIME",
+    "DEFECT_UNNORMALIZED",
+    "AutospecError",
+    "ConfigError",
+    "DenoiserError",
+    "InputError",
+    "OracleError",
+    "ShardingError",
+    "TimeGridError",
+    "UnsupportedModelError",
+    "describe_defect",
+    "raise_if_defect",
+]
+
+
+class AutospecError(ValueError):
+    """Base class of every error numpyro-autospec raises on bad input (a
+    :class:`ValueError`); its message names the site, the parameter, the shape or the value.
+
+    >>> issubclass(ConfigError, AutospecError), issubclass(InputError, AutospecError)
+    (True, True)
+    """
+
+
+class ConfigError(AutospecError):
+    """A sampler's knobs are out of range or inconsistent: a
+    :class:`~numpyro_autospec.config.SamplerConfig`, a
+    :class:`~numpyro_autospec.engine.Capacity` (and its mesh), the options of a baseline or of
+    a training loop.
+
+    >>> import jax
+    >>> from numpyro_autospec import engine
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(4, beta=1.0), 4, 2)
+    >>> keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    >>> engine.run(process, keys, capacity=engine.Capacity(max_queries=0))
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.errors.ConfigError: capacity.max_queries must be a positive integer, got 0
+    """
+
+
+class InputError(AutospecError):
+    """Data given to a sampler is malformed: observed values out of the support, an observed
+    mask of the wrong shape or traced, an order that is not a permutation, keys of the wrong
+    shape, a bad time grid, a site's sizes, training data.
+
+    >>> import numpy as np
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> try:
+    ...     AnyOrderProcess(CurieWeissOracle(3, beta=1.0), 3, 2,
+    ...                     observed_mask=np.ones(2, bool), observed_values=np.zeros(3, int))
+    ... except InputError as error:
+    ...     print(error)
+    site 'x': observed_mask must be a bool array of shape (3,), got bool (2,)
+    """
+
+
+def positive_integer(value: object, label: str, error: type[AutospecError] = InputError) -> int:
+    """``value`` as an ``int`` if it is a positive integer (a Python or NumPy integer; a
+    ``bool``, a float such as ``2.0`` and a traced value are not), else ``error`` with the
+    message ``"{label} must be a positive integer, got {value!r}"``.  The one check of every
+    size and count the package takes (sites, categories, steps, layers, batch sizes).
+
+    >>> positive_integer(3, "num_steps")
+    3
+    >>> positive_integer(2.0, "fit: batch_size", ConfigError)
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.errors.ConfigError: fit: batch_size must be a positive integer, got 2.0
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise error(f"{label} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+# -- defective oracle answers ----------------------------------------------------------------------
+# One vocabulary for defective oracle answers, shared by any-order oracles and denoisers.
+#
+# An oracle answer is checked inside the compiled sampler (pure :mod:`jax.numpy`, see
+# :func:`numpyro_autospec.oracles._validation.log_marginals_defect` and
+# :func:`numpyro_autospec.denoisers.denoiser_defect`) and reduced to an int32 code; the host then
+# turns the code into one readable error with :func:`raise_if_defect`.  The codes are the same for
+# both kinds of oracle:
+#
+# =========================  ====  ===========================================================
+# code                       int   meaning
+# =========================  ====  ===========================================================
+# :data:`DEFECT_OK`          0     no defect
+# :data:`DEFECT_NAN`         1     a NaN anywhere in the answer
+# :data:`DEFECT_INFINITE`    2     an infinity where none is legal: ``+inf`` in a row of
+#                                  log-probabilities (``-inf`` is the legal log-probability of
+#                                  an impossible value), any infinity in a denoiser output
+# :data:`DEFECT_UNNORMALIZED` 3    a row of log-probabilities whose logsumexp is not 0
+# :data:`DEFECT_TIME`        4     a denoiser called at a negative or non-finite time
+# =========================  ====  ===========================================================
+#
+# The generic check of the engine (NaN: 1, an infinity: 2) uses the same numbers.  The older
+# names :data:`DEFECT_OK` and :data:`DEFECT_INFINITE` are aliases of :data:`DEFECT_OK` and
+# :data:`DEFECT_INFINITE`.
+
+DEFECT_OK = 0
+"""Code of an answer without defect."""
+DEFECT_NAN = 1
+"""Code of an answer with a NaN (in any row, pinned rows of log-marginals included)."""
+DEFECT_INFINITE = 2
+"""Code of an answer with an illegal infinity (``+inf`` in an unpinned row of log-marginals,
+any infinity in a denoiser output)."""
+DEFECT_UNNORMALIZED = 3
+"""Code of an answer with an unpinned row whose logsumexp is not 0 (an all ``-inf`` row too)."""
+DEFECT_TIME = 4
+"""Code of a denoiser called at a negative or non-finite time ``t``."""
+
+DEFECT_OK = DEFECT_OK
+"""Alias of :data:`DEFECT_OK` (the denoisers' former name)."""
+DEFECT_INFINITE = DEFECT_INFINITE
+"""Alias of :data:`DEFECT_INFINITE` (the any-order oracles' former name)."""
+
+
+class OracleError(AutospecError):
+    """An oracle (any-order oracle or denoiser) or one of its parameters breaks the contract:
+    shape, dtype, tracing, a non-finite parameter, NaN, an illegal infinity, an unnormalized
+    row, a bad time.
+
+    Example
+    -------
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> try:
+    ...     CurieWeissOracle(8, beta=float("nan"))
+    ... except OracleError as error:
+    ...     print(type(error).__name__)
+    OracleError
+    """
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message (JAX errors run to many lines; the messages of
+    this package are one line).
+
+    Example
+    -------
+    >>> first_line(ValueError("shape (3,) is wrong\\nmore detail"))
+    'shape (3,) is wrong'
+    >>> first_line(KeyError())
+    'KeyError'
+    """
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def describe_defect(
+    code: ArrayLike,
+    row: ArrayLike | None = None,
+    *,
+    name: str = "oracle",
+    t: object = None,
+    log_normalizer: float | None = None,
+) -> str:
+    """The one-line sentence for one defect code (host side).
+
+    :param code: a ``DEFECT_*`` code (python, numpy or JAX integer).
+    :param row: the offending row of log-marginals, or ``None`` for a denoiser output.
+    :param name: the subject of the sentence (``"oracle of site 'x'"``, ``"denoiser"``).
+    :param t: the time of a denoiser evaluation, quoted when given.
+    :param log_normalizer: the logsumexp of an unnormalized row, quoted when given.
+    :raises ValueError: for an unknown code.
+
+    >>> describe_defect(DEFECT_NAN, 3, name="oracle of site 'x'")
+    "oracle of site 'x' returned NaN in row 3"
+    >>> describe_defect(DEFECT_INFINITE, name="denoiser", t=0.5)
+    'denoiser returned an infinite value at t=0.5'
+    """
+    code = int(code)
+    where = "" if row is None else f" in row {int(row)}"
+    if t is not None:
+        where += f" at t={t}"
+    if code == DEFECT_OK:
+        return f"{name} has no defect"
+    if code == DEFECT_NAN:
+        return f"{name} returned NaN{where}"
+    if code == DEFECT_INFINITE:
+        if row is None:
+            return f"{name} returned an infinite value{where}"
+        return f"{name} returned +inf{where}; a log-probability is at most 0"
+    if code == DEFECT_UNNORMALIZED:
+        detail = "" if log_normalizer is None else f" (logsumexp={float(log_normalizer):.6g})"
+        at_time = "" if t is None else f" at t={t}"
+        row_text = "a row" if row is None else f"row {int(row)}"
+        return (
+            f"{name} returned {row_text} that is not normalized{at_time}{detail}; the row of an "
+            "unpinned site must be log-probabilities with logsumexp 0"
+        )
+    if code == DEFECT_TIME:
+        time_text = "" if t is None else f" with t={t}"
+        return f"{name} was called{time_text}: t must be finite and non-negative"
+    raise ValueError(f"unknown defect code {code}")
+
+
+def nonfinite_defect(answer) -> tuple[Array, Array]:
+    """The generic check of an answer (any pytree; traceable): ``(code, entry)``, code
+    :data:`DEFECT_NAN` or :data:`DEFECT_INFINITE` (0: none) and the first offending entry of
+    the flattened leaves.  A NaN outranks an infinity.
+
+    >>> import jax.numpy as jnp
+    >>> [int(value) for value in nonfinite_defect(jnp.array([0.0, 1.0]))]
+    [0, 0]
+    >>> [int(value) for value in nonfinite_defect(jnp.array([1.0, jnp.inf, jnp.nan]))]
+    [1, 2]
+    >>> [int(value) for value in nonfinite_defect({"a": jnp.zeros(2), "b": -jnp.inf})]
+    [2, 2]
+    """
+    flat = jnp.concatenate([jnp.ravel(leaf) for leaf in jax.tree.leaves(answer)])
+    nan, inf = jnp.isnan(flat), jnp.isinf(flat)
+    code = jnp.where(jnp.any(nan), 1, jnp.where(jnp.any(inf), 2, 0)).astype(jnp.int32)
+    return code, jnp.argmax(jnp.where(code == 1, nan, inf)).astype(jnp.int32)
+
+
+def raise_if_defect(
+    code: ArrayLike,
+    row: ArrayLike | None = None,
+    *,
+    name: str = "oracle",
+    t: ArrayLike | None = None,
+    log_normalizer: ArrayLike | None = None,
+    error: type[OracleError] = OracleError,
+) -> None:
+    """Host side: raise ``error`` if a defect code is set; blocks on ``code``.
+
+    A batch of codes is accepted (``row``, ``t`` and ``log_normalizer``, when given, either
+    scalars or of the same shape): the first non-zero code is reported with its batch index.
+
+    :param code: int32 code or array of codes.
+    :param row: the offending row(s) of log-marginals; ``None`` for denoiser outputs.
+    :param name: the subject of the message.
+    :param t: the time(s) of denoiser evaluations, quoted in the message.
+    :param log_normalizer: the logsumexp of the offending row(s), quoted for unnormalized rows.
+    :param error: the exception type, :class:`OracleError` or a subclass
+        (:class:`~numpyro_autospec.errors.DenoiserError`).
+    :raises OracleError: (``error``) if any code is not :data:`DEFECT_OK`.
+    :raises ValueError: for an unknown code.
+
+    >>> raise_if_defect(0, 0)
+    >>> raise_if_defect([0, DEFECT_NAN], [0, 2], name="net")
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.errors.OracleError: net returned NaN in row 2 (batch index 1)
+    """
+    codes = np.asarray(code)
+    defective = np.flatnonzero(codes.reshape(-1) != DEFECT_OK)
+    if defective.size == 0:
+        return
+    flat_index = int(defective[0])
+
+    def pick(values: ArrayLike | None) -> object:
+        if values is None:
+            return None
+        values = np.asarray(values)
+        if values.ndim == 0:
+            return values.item()
+        if values.size == codes.size:
+            return values.reshape(-1)[flat_index].item()
+        return None
+
+    message = describe_defect(
+        codes.reshape(-1)[flat_index],
+        pick(row),
+        name=name,
+        t=pick(t),
+        log_normalizer=pick(log_normalizer),
+    )
+    if codes.ndim > 0:
+        batch_index = np.unravel_index(flat_index, codes.shape)
+        message += f" (batch index {batch_index[0] if len(batch_index) == 1 else batch_index})"
+    raise error(message)
+
+
+class DenoiserError(OracleError):
+    """A denoiser or one of its parameters violates the contract of :class:`~.base.Denoiser`
+    (an :class:`~numpyro_autospec.errors.OracleError`: the denoiser is the oracle of the
+    diffusion process); a bad time grid raises its subclass :class:`TimeGridError`.
+
+    >>> issubclass(DenoiserError, OracleError)
+    True
+    >>> check_denoiser_signature(lambda t, y: y, dim=0)
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.errors.DenoiserError: dim must be a positive integer, got 0
+    """
+
+
+class TimeGridError(InputError, DenoiserError):
+    """A time grid is malformed: not a one-dimensional real array of at least two times, not
+    finite, not starting at 0, not strictly increasing (also after conversion to float32), or a
+    grid constructor given a bad number of steps or end time.
+
+    A grid is data handed to a sampler, so this is an
+    :class:`~numpyro_autospec.errors.InputError`; it is also a :class:`DenoiserError`, the
+    type the grid's checks raised before they had one of their own (a grid is the denoiser's
+    contract of times), so ``except InputError`` and ``except DenoiserError`` both catch it.
+
+    >>> issubclass(TimeGridError, InputError), issubclass(TimeGridError, DenoiserError)
+    (True, True)
+    >>> check_time_grid([0.0, 0.5, 0.5])
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.errors.TimeGridError: times must be strictly increasing: ...
+    """
+
+
+class ShardingError(ConfigError):
+    """The device mesh given to the engine (``Capacity(mesh=...)``) is not usable.
+
+    >>> import jax
+    >>> from numpyro_autospec.engine import Capacity, run
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(8, beta=1.0), 8, 2)
+    >>> run(process, jax.random.split(jax.random.PRNGKey(0), 2), capacity=Capacity(mesh="gpu"))
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.errors.ShardingError: capacity.mesh must be a jax.sharding.Mesh, ...
+    """
+
+
+class UnsupportedModelError(AutospecError):
+    """The model has a site that ``AutospecKernel`` cannot draw exactly; the message names it
+    and says what to use instead.
+
+    >>> import numpyro, numpyro.distributions as dist
+    >>> def regression():  # a latent site with an observed descendant: needs inference
+    ...     mean = numpyro.sample("mean", dist.Normal(0.0, 1.0))
+    ...     numpyro.sample("y", dist.Normal(mean, 1.0), obs=0.5)
+    >>> inspect_model(regression)
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.errors.UnsupportedModelError: observed site 'y' depends on \
+the latent site 'mean', which would have to be drawn from its posterior, not its prior; for \
+posterior inference use AutospecGibbs ...
+    """

@@ -1,0 +1,269 @@
+r"""A learned, time-conditioned denoiser for stochastic localization.
+
+The oracle of the diffusion process (docs/algorithm.md, section 2b; Anari et al., *Parallel
+Sampling via Autospeculation*, arXiv:2511.07869) is the denoiser
+:math:`f(t, y) = \mathbb{E}[Y \mid tY + W_t = y]` (:mod:`numpyro_autospec.denoisers._base`).  For
+data known only through samples it is learned: :class:`LearnedDenoiser` is a small MLP
+conditioned on :math:`t`, written around the denoiser of a Gaussian proxy of the data.
+
+**Gaussian proxy.**  With :math:`Y_i \sim \mathcal{N}(m_i, s_i^2)` independent (``data_mean``
+:math:`m`, ``data_scale`` :math:`s`: the per-coordinate mean and standard deviation of the
+training data), the posterior given :math:`y = tY + W_t` is Gaussian with
+
+.. math::
+
+    \mathbb{E}[Y_i \mid y] = m_i + s_i u_i, \quad
+    u_i = \frac{s_i (y_i - t m_i)}{1 + s_i^2 t}, \qquad
+    \operatorname{sd}(Y_i \mid y) = \sigma_i(t) = \frac{s_i}{\sqrt{1 + s_i^2 t}}.
+
+:math:`u` is the *normalized observation*: :math:`\operatorname{Var} u_i = s_i^2 t / (1 + s_i^2
+t) < 1` under the proxy, with no division by :math:`t`, so it is well scaled at every time and
+exactly 0 at :math:`t = 0`, :math:`y = 0`.
+
+**Network** (preconditioning in the manner of Karras et al., 2022, "EDM"):
+
+.. math::
+
+    f_\theta(t, y) = m + s \odot u + \sigma(t) \odot
+        \operatorname{MLP}_\theta\big(u,\ \sin(\omega r),\ \cos(\omega r)\big),
+    \qquad r = \log(1 + \bar s^2 t),
+
+where :math:`\bar s^2` is the mean of :math:`s_i^2` (so :math:`r` is the coordinate in which
+:func:`~numpyro_autospec.processes.default_times` is uniform, with the data's own
+variance) and :math:`\omega` are ``num_frequencies`` geometric frequencies from
+:math:`2^{-3}` to :math:`2^{3}`.  The MLP's output is the error of the Gaussian proxy in units
+of its posterior standard deviation, a unit-scale target at every :math:`t`; with the MLP at
+zero the network *is* the Gaussian proxy's exact denoiser, and a coordinate that never varies
+in the data (:math:`s_i = 0`: the blank corners of the digits) is denoised exactly to
+:math:`m_i`.  :mod:`numpyro_autospec.learned._denoiser_training` fits :math:`\theta` by
+denoising regression.
+
+The network is an ``equinox.Module``: a pytree whose leaves are its weights, ``data_mean`` and
+``data_scale`` (all data, so a sampler may take them traced, docs/algorithm.md section 2b), its
+sizes static.  It satisfies the :class:`~numpyro_autospec.denoisers.Denoiser` protocol, so
+``StochasticLocalization(denoiser, dim=denoiser.dim, times=...)``, ``AutospecKernel``, the
+engine and :func:`~numpyro_autospec.denoisers.validate_denoiser` take it as they take the exact
+point-cloud denoiser.  Sampling it draws exactly the law of the Euler-Maruyama chain *of the
+network* on the grid: the exactness of autospeculation is relative to the oracle, learned or
+not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+from jax.typing import ArrayLike
+
+from numpyro_autospec._core.parameters import real_parameter
+from numpyro_autospec.denoisers._validation import DenoiserError
+from numpyro_autospec.errors import positive_integer
+
+__all__ = ["DenoiserConfig", "LearnedDenoiser", "data_statistics"]
+
+_LOWEST_FREQUENCY_EXPONENT = -3.0
+_HIGHEST_FREQUENCY_EXPONENT = 3.0
+
+
+def data_statistics(data: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    r"""``(data_mean, data_scale)``: the per-coordinate mean :math:`m` and standard deviation
+    :math:`s` of concrete training data ``float[N, d]`` (float32 numpy), the Gaussian proxy of
+    :class:`LearnedDenoiser`.
+
+    :raises DenoiserError: for data that is not a finite real ``[N >= 2, d]`` array, naming
+        the shape or the first non-finite entry.
+
+    >>> mean, scale = data_statistics([[0.0, 1.0], [2.0, 1.0]])
+    >>> mean.tolist(), scale.tolist()
+    ([1.0, 1.0], [1.0, 0.0])
+    """
+    if isinstance(data, jax.core.Tracer):
+        raise DenoiserError("data_statistics: data must be concrete (numpy or JAX), not traced")
+    array = np.asarray(data)
+    if array.ndim != 2 or array.shape[0] < 2 or array.shape[1] < 1:
+        raise DenoiserError(
+            f"data_statistics: data must have shape [num_examples >= 2, dim >= 1], "
+            f"got {array.shape}"
+        )
+    array = real_parameter(array, "data", owner="data_statistics", error=DenoiserError)
+    return array.mean(axis=0).astype(np.float32), array.std(axis=0).astype(np.float32)
+
+
+class LearnedDenoiser(eqx.Module):
+    r"""A time-conditioned MLP denoiser ``(t: float32[], y: float32[d]) -> float32[d]``.
+
+    :math:`f_\theta(t, y) = m + s \odot u + \sigma(t) \odot \operatorname{MLP}_\theta(u,
+    \sin \omega r, \cos \omega r)` (module docstring): ``depth`` hidden layers of
+    ``hidden_size`` units with activation ``activation``, input the normalized observation
+    :math:`u` and ``2 * num_frequencies`` time features, output :math:`d` units.  The last
+    layer starts at zero, so an untrained network is the Gaussian proxy's exact denoiser.
+
+    :param dim: :math:`d`.
+    :param data_mean: :math:`m`, ``float[d]``, finite (may be traced).
+    :param data_scale: :math:`s`, ``float[d]``, finite and :math:`\ge 0` (may be traced);
+        :func:`data_statistics` computes both from data.
+    :param hidden_size: units per hidden layer.
+    :param depth: hidden layers, :math:`\ge 1`.
+    :param num_frequencies: sinusoidal time frequencies.
+    :param activation: elementwise JAX function.
+    :param key: PRNG key of the initial weights.
+    :raises DenoiserError: for a bad size or a ``data_mean`` / ``data_scale`` of the wrong
+        shape, non-finite or (scale) negative, naming the parameter and the first bad entry.
+
+    >>> import jax, jax.numpy as jnp
+    >>> from numpyro_autospec.denoisers import Denoiser, validate_denoiser
+    >>> denoiser = LearnedDenoiser(2, jnp.array([0.5, 0.0]), jnp.array([0.5, 0.0]),
+    ...                            hidden_size=8, key=jax.random.PRNGKey(0))
+    >>> isinstance(denoiser, Denoiser), denoiser(0.0, jnp.zeros(2)).tolist()  # t = 0: E[Y]
+    (True, [0.5, 0.0])
+    >>> validate_denoiser(denoiser, 2)
+    >>> jax.vmap(denoiser)(jnp.ones(3), jnp.ones((3, 2))).shape
+    (3, 2)
+    """
+
+    layers: tuple[eqx.nn.Linear, ...]
+    data_mean: Array
+    data_scale: Array
+    dim: int = eqx.field(static=True)
+    num_frequencies: int = eqx.field(static=True)
+    activation: Callable[[Array], Array] = eqx.field(static=True)
+
+    def __init__(
+        self,
+        dim: int,
+        data_mean: ArrayLike,
+        data_scale: ArrayLike,
+        hidden_size: int = 256,
+        depth: int = 3,
+        num_frequencies: int = 8,
+        activation: Callable[[Array], Array] = jax.nn.gelu,
+        *,
+        key: Array,
+    ) -> None:
+        dim = positive_integer(dim, "LearnedDenoiser: dim", DenoiserError)
+        hidden_size = positive_integer(hidden_size, "LearnedDenoiser: hidden_size", DenoiserError)
+        depth = positive_integer(depth, "LearnedDenoiser: depth", DenoiserError)
+        num_frequencies = positive_integer(
+            num_frequencies, "LearnedDenoiser: num_frequencies", DenoiserError
+        )
+        owner = "LearnedDenoiser"
+        mean = real_parameter(
+            data_mean, "data_mean", owner=owner, shape=(dim,), error=DenoiserError
+        )
+        scale = real_parameter(
+            data_scale, "data_scale", owner=owner, shape=(dim,), minimum=0.0, error=DenoiserError
+        )
+        sizes = [dim + 2 * num_frequencies] + [hidden_size] * depth + [dim]
+        keys = jax.random.split(key, len(sizes) - 1)
+        layers = [
+            eqx.nn.Linear(fan_in, fan_out, key=layer_key)
+            for fan_in, fan_out, layer_key in zip(sizes[:-1], sizes[1:], keys, strict=True)
+        ]
+        last = layers[-1]
+        layers[-1] = eqx.tree_at(
+            lambda layer: (layer.weight, layer.bias),
+            last,
+            (jnp.zeros_like(last.weight), jnp.zeros_like(last.bias)),
+        )
+        self.layers = tuple(layers)
+        self.data_mean = jnp.asarray(mean, jnp.float32)
+        self.data_scale = jnp.asarray(scale, jnp.float32)
+        self.dim = dim
+        self.num_frequencies = num_frequencies
+        self.activation = activation
+
+    @property
+    def hidden_size(self) -> int:
+        """Units per hidden layer."""
+        return self.layers[0].out_features
+
+    @property
+    def depth(self) -> int:
+        """Hidden layers."""
+        return len(self.layers) - 1
+
+    def _check(self, t: ArrayLike, y: ArrayLike) -> tuple[Array, Array]:
+        t = jnp.asarray(t, jnp.float32)
+        y = jnp.asarray(y, jnp.float32)
+        if t.shape != () or y.shape != (self.dim,):
+            raise DenoiserError(
+                f"LearnedDenoiser: t must be a scalar and y of shape ({self.dim},) (one query; "
+                f"jax.vmap for a batch), got shapes {t.shape} and {y.shape}"
+            )
+        return t, y
+
+    def time_features(self, t: ArrayLike) -> Array:
+        r""":math:`[\sin \omega r, \cos \omega r]`, :math:`r = \log(1 + \bar s^2 t)`,
+        ``float32[2 * num_frequencies]``."""
+        mean_variance = jnp.mean(self.data_scale**2)
+        r = jnp.log1p(mean_variance * jnp.asarray(t, jnp.float32))
+        exponents = jnp.linspace(
+            _LOWEST_FREQUENCY_EXPONENT, _HIGHEST_FREQUENCY_EXPONENT, self.num_frequencies
+        )
+        phases = (2.0**exponents) * r
+        return jnp.concatenate([jnp.sin(phases), jnp.cos(phases)])
+
+    def proxy(self, t: ArrayLike, y: ArrayLike) -> tuple[Array, Array, Array]:
+        r"""``(u, proxy_mean, proxy_sd)``: the normalized observation :math:`u`, the Gaussian
+        proxy's posterior mean :math:`m + s \odot u` and standard deviation :math:`\sigma(t)`,
+        each ``float32[d]``."""
+        t, y = self._check(t, y)
+        variance_factor = 1.0 + self.data_scale**2 * t
+        u = self.data_scale * (y - t * self.data_mean) / variance_factor
+        return (
+            u,
+            self.data_mean + self.data_scale * u,
+            self.data_scale * jax.lax.rsqrt(variance_factor),
+        )
+
+    def correction(self, t: ArrayLike, u: Array) -> Array:
+        r""":math:`\operatorname{MLP}_\theta(u, \sin \omega r, \cos \omega r)`, ``float32[d]``:
+        the proxy's error in units of :math:`\sigma(t)`."""
+        hidden = jnp.concatenate([u, self.time_features(t)])
+        for layer in self.layers[:-1]:
+            hidden = self.activation(layer(hidden))
+        return self.layers[-1](hidden)
+
+    def __call__(self, t: ArrayLike, y: ArrayLike) -> Array:
+        r""":math:`f_\theta(t, y) \approx \mathbb{E}[Y \mid tY + W_t = y]`, ``float32[d]``."""
+        u, proxy_mean, proxy_sd = self.proxy(t, y)
+        return proxy_mean + proxy_sd * self.correction(t, u)
+
+
+@dataclasses.dataclass(frozen=True)
+class DenoiserConfig:
+    """The architecture of a :class:`LearnedDenoiser` (JSON-serialisable, for checkpoints:
+    :func:`~numpyro_autospec.learned.load_or_train`).  ``build`` gives placeholder data
+    statistics (mean 0, scale 1); the trained weights, mean and scale are leaves of the
+    checkpoint.
+
+    Example
+    -------
+    >>> import jax
+    >>> config = DenoiserConfig(dim=4, hidden_size=16, depth=2)
+    >>> network = config.build(jax.random.PRNGKey(0))
+    >>> network(1.0, jax.numpy.zeros(4)).shape, network.data_mean.tolist()
+    ((4,), [0.0, 0.0, 0.0, 0.0])
+    """
+
+    dim: int
+    hidden_size: int = 256
+    depth: int = 3
+    num_frequencies: int = 8
+
+    def build(self, key: Array) -> LearnedDenoiser:
+        """A freshly initialised network of this architecture."""
+        return LearnedDenoiser(
+            self.dim,
+            np.zeros(self.dim, np.float32),
+            np.ones(self.dim, np.float32),
+            hidden_size=self.hidden_size,
+            depth=self.depth,
+            num_frequencies=self.num_frequencies,
+            key=key,
+        )

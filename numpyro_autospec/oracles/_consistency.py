@@ -1,0 +1,135 @@
+r"""Checks that an oracle's block form agrees with its set form, and has the right shape.
+
+An oracle that overrides ``log_conditionals`` with a one-pass implementation (declaring
+``scores_blocks``) must still answer the same conditionals as its ``log_marginals``: row
+:math:`j` of ``log_conditionals(x, ranks, sites, prefix_lengths)`` equals row ``sites[j]`` of
+``log_marginals(x, ranks < prefix_lengths[j])`` (docs/algorithm.md, section 2a).  A
+disagreement would make the samplers draw from neither form's law.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+
+from numpyro_autospec._core.parameters import jit_over_parameters, staged_constants
+from numpyro_autospec.oracles._base import AnyOrderOracle, marginal_conditionals
+from numpyro_autospec.oracles._validation import OracleError
+
+__all__ = ["check_block_form", "check_block_form_signature"]
+
+
+@jit_over_parameters
+def _block_form(oracle: AnyOrderOracle, x, ranks, sites, prefix_lengths) -> Array:
+    """``oracle.log_conditionals``, traced once per oracle structure and shapes (its weights
+    are arguments, traced or not:
+    :func:`~numpyro_autospec._core.parameters.jit_over_parameters`)."""
+    return oracle.log_conditionals(x, ranks, sites, prefix_lengths)
+
+
+def check_block_form_signature(oracle: AnyOrderOracle, *, name: str = "oracle") -> None:
+    """Check abstractly (:func:`jax.eval_shape`) that ``oracle.log_conditionals`` maps
+    ``(int32[n], int32[n], int32[2], int32[2])`` to a float ``[2, q]`` array.
+
+    :raises OracleError: naming ``name``, the shape and the dtype it returned.
+
+    >>> import jax.numpy as jnp
+    >>> from numpyro_autospec.oracles import AnyOrderOracle, CurieWeissOracle
+    >>> check_block_form_signature(CurieWeissOracle(3, beta=0.5))  # passes: returns None
+    >>> class OneRow(AnyOrderOracle):
+    ...     num_positions, num_categories = 3, 2
+    ...     def log_conditionals(self, x, ranks, sites, prefix_lengths):
+    ...         return jnp.zeros(2)  # one row of q values, not L rows
+    >>> check_block_form_signature(OneRow(), name="OneRow")
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.errors.OracleError: OneRow: log_conditionals must return one array of \
+shape (L, 2) = (2, 2) for L = 2 requested rows, got (2,)
+    """
+    n, q = oracle.num_positions, oracle.num_categories
+    specs = (
+        jax.ShapeDtypeStruct((n,), jnp.int32),
+        jax.ShapeDtypeStruct((n,), jnp.int32),
+        jax.ShapeDtypeStruct((2,), jnp.int32),
+        jax.ShapeDtypeStruct((2,), jnp.int32),
+    )
+    try:
+        with staged_constants():
+            output = _block_form.eval_shape(oracle, *specs)
+    except Exception as error:
+        raise OracleError(
+            f"{name}: log_conditionals could not be traced on (x: int32[{n}], ranks: "
+            f"int32[{n}], sites: int32[2], prefix_lengths: int32[2]): "
+            f"{type(error).__name__}: {error}"
+        ) from error
+    if not isinstance(output, jax.ShapeDtypeStruct) or output.shape != (2, q):
+        shape = getattr(output, "shape", jax.tree_util.tree_structure(output))
+        raise OracleError(
+            f"{name}: log_conditionals must return one array of shape (L, {q}) = (2, {q}) for "
+            f"L = 2 requested rows, got {shape}"
+        )
+    if not jnp.issubdtype(output.dtype, jnp.floating):
+        raise OracleError(f"{name}: log_conditionals must return floats, got {output.dtype}")
+
+
+def check_block_form(
+    oracle: AnyOrderOracle,
+    *,
+    key: Array | None = None,
+    num_probes: int = 8,
+    atol: float = 1e-4,
+    name: str = "oracle",
+) -> None:
+    """Compare ``oracle.log_conditionals`` with the block form derived from its
+    ``log_marginals`` on ``num_probes`` random inputs (random values, a random order, every
+    site in order with its own prefix length).
+
+    :param oracle: a set-form oracle (``depends_on_order`` False).
+    :raises OracleError: naming the first probe, row and site where the two forms differ by
+        more than ``atol`` (probabilities compared, so ``-inf`` entries agree).
+
+    >>> import jax.numpy as jnp
+    >>> from numpyro_autospec.oracles import AnyOrderOracle, CurieWeissOracle
+    >>> check_block_form(CurieWeissOracle(4, beta=0.5))  # its one-pass block form agrees
+    >>> class Inconsistent(AnyOrderOracle):
+    ...     num_positions, num_categories, scores_blocks = 3, 2, True
+    ...     def log_marginals(self, x, mask):
+    ...         return jnp.full((3, 2), jnp.log(0.5))
+    ...     def log_conditionals(self, x, ranks, sites, prefix_lengths):
+    ...         return jnp.log(jnp.tile(jnp.array([0.9, 0.1]), (sites.shape[0], 1)))
+    >>> check_block_form(Inconsistent(), name="Inconsistent")
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.errors.OracleError: Inconsistent: log_conditionals disagrees with \
+log_marginals: probe 0, row 0 (site ...): probabilities differ by 0.4 > 0.0001
+    """
+    if oracle.depends_on_order:
+        raise OracleError(f"{name}: depends on the order of the prefix: it has no set form")
+    check_block_form_signature(oracle, name=name)
+    n, q = oracle.num_positions, oracle.num_categories
+    key = jax.random.PRNGKey(0) if key is None else key
+
+    def probe(key: Array) -> tuple[Array, Array, Array]:
+        k_values, k_order, k_lengths = jax.random.split(key, 3)
+        x = jax.random.randint(k_values, (n,), 0, q, dtype=jnp.int32)
+        order = jax.random.permutation(k_order, n).astype(jnp.int32)
+        ranks = jnp.zeros(n, jnp.int32).at[order].set(jnp.arange(n, dtype=jnp.int32))
+        lengths = jax.random.randint(k_lengths, (n,), 0, n, dtype=jnp.int32)
+        sites = order[jnp.maximum(lengths, jnp.arange(n) % n)]
+        block = oracle.log_conditionals(x, ranks, sites, lengths)
+        derived = marginal_conditionals(oracle.log_marginals, x, ranks, sites, lengths)
+        return block, derived, sites
+
+    block, derived, sites = jax.jit(jax.vmap(probe))(jax.random.split(key, num_probes))
+    difference = np.abs(np.exp(np.asarray(block, np.float64)) - np.exp(np.asarray(derived)))
+    difference = np.where(np.isnan(difference), np.inf, difference)
+    if np.all(difference <= atol):
+        return
+    probe_index, row = np.unravel_index(np.argmax(difference.max(axis=-1)), difference.shape[:2])
+    raise OracleError(
+        f"{name}: log_conditionals disagrees with log_marginals: probe {probe_index}, row "
+        f"{row} (site {int(sites[probe_index, row])}): probabilities differ by "
+        f"{float(difference[probe_index, row].max()):.3g} > {atol:g}"
+    )

@@ -1,0 +1,280 @@
+r"""Checks that an any-order oracle and the inputs of an any-order site meet the contract.
+
+Three layers, from cheapest to most thorough:
+
+- :func:`check_oracle_signature` traces the oracle abstractly (:func:`jax.eval_shape`, no
+  computation) on ``(int32[n], bool[n])`` and checks that it returns a float ``[n, q]`` array.
+- :func:`log_marginals_defect` is pure :mod:`jax.numpy` (``jit``/``vmap`` safe): it turns one
+  answer of the oracle into an int32 ``(code, row)`` pair, so a compiled sampler can check every
+  answer; the host then calls :func:`~numpyro_autospec.errors.raise_if_defect` to raise a
+  readable :class:`~numpyro_autospec.errors.OracleError` (the codes are those of
+  :mod:`numpyro_autospec.errors`, shared with the denoisers).
+- :func:`~numpyro_autospec.oracles.validate_oracle` runs both on probe inputs
+  (:mod:`numpyro_autospec.oracles._probes`).
+
+:func:`check_values_in_support` and :func:`check_permutation` check concrete user inputs (observed
+values, a fixed order) and name the offending entry.
+
+A row :math:`i` of an answer is :math:`\log \mu(X_i = \cdot \mid X_S = x_S)`; rows of unpinned
+sites must be log-probability vectors, :math:`\operatorname{logsumexp}_v = 0`, where ``-inf``
+marks an impossible value.  Rows of pinned sites may hold anything but NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import Array
+from jax.typing import ArrayLike
+
+from numpyro_autospec._core.parameters import staged_constants
+from numpyro_autospec.errors import (
+    DEFECT_INFINITE,
+    DEFECT_NAN,
+    DEFECT_OK,
+    DEFECT_UNNORMALIZED,
+    InputError,
+    OracleError,
+    describe_defect,
+    first_line,
+    positive_integer,
+    raise_if_defect,
+)
+
+__all__ = [
+    "DEFECT_INFINITE",
+    "DEFECT_NAN",
+    "DEFECT_OK",
+    "DEFECT_INFINITE",
+    "DEFECT_UNNORMALIZED",
+    "OracleDefect",
+    "OracleError",
+    "check_oracle_signature",
+    "check_order_and_observed",
+    "check_permutation",
+    "check_values_in_support",
+    "describe_defect",
+    "log_marginals_defect",
+    "raise_if_defect",
+]
+
+
+class OracleDefect(NamedTuple):
+    """The first defect of one answer: int32 ``code`` (``DEFECT_*``) and ``row`` (0 if ok), as
+    returned by :func:`log_marginals_defect`.
+
+    >>> import jax.numpy as jnp
+    >>> answer = jnp.array([[jnp.log(0.5), jnp.log(0.5)], [0.0, jnp.nan]])
+    >>> defect = log_marginals_defect(answer, jnp.array([False, False]))
+    >>> int(defect.code) == DEFECT_NAN, int(defect.row)
+    (True, 1)
+    """
+
+    code: Array
+    row: Array
+
+
+def check_oracle_signature(
+    oracle: Callable[[Array, Array], Array],
+    num_positions: int,
+    num_categories: int,
+    *,
+    name: str = "oracle",
+) -> None:
+    """Check abstractly that ``oracle(x, mask)`` maps ``(int32[n], bool[n])`` to float ``[n, q]``.
+
+    :param oracle: the callable to check (no computation runs: :func:`jax.eval_shape`).
+    :param num_positions: the number of sites :math:`n`.
+    :param num_categories: the number of values per site :math:`q`.
+    :param name: how error messages refer to the oracle.
+    :raises OracleError: if ``n`` or ``q`` is not a positive integer, if the oracle is not
+        callable, if tracing raises, or if the output is not one floating array of shape
+        ``(n, q)``.
+
+    >>> check_oracle_signature(lambda x, mask: jnp.zeros((3, 2)), 3, 2)
+    >>> check_oracle_signature(lambda x, mask: jnp.zeros(3), 3, 2, name="net")
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.errors.OracleError: net must return log-marginals of shape (3, 2) with a \
+floating dtype, got shape (3,) and dtype float32
+    """
+    n = positive_integer(num_positions, "num_positions", OracleError)
+    q = positive_integer(num_categories, "num_categories", OracleError)
+    if not callable(oracle):
+        raise OracleError(f"{name} must be callable, got {type(oracle).__name__}")
+    x_spec = jax.ShapeDtypeStruct((n,), jnp.int32)
+    mask_spec = jax.ShapeDtypeStruct((n,), jnp.bool_)
+    try:
+        with staged_constants():
+            output = jax.eval_shape(oracle, x_spec, mask_spec)
+    except Exception as error:
+        raise OracleError(
+            f"{name} could not be traced on (x: int32[{n}], mask: bool[{n}]): "
+            f"{type(error).__name__}: {first_line(error)}"
+        ) from error
+    if not isinstance(output, jax.ShapeDtypeStruct):
+        raise OracleError(
+            f"{name} must return one array of shape ({n}, {q}), "
+            f"got {jax.tree_util.tree_structure(output)}"
+        )
+    if output.shape != (n, q) or not jnp.issubdtype(output.dtype, jnp.floating):
+        raise OracleError(
+            f"{name} must return log-marginals of shape ({n}, {q}) with a floating "
+            f"dtype, got shape {output.shape} and dtype {output.dtype}"
+        )
+
+
+def log_marginals_defect(log_probs: ArrayLike, mask: ArrayLike, *, atol: float = 1e-4):
+    """The first defect of one answer ``log_probs: [n, q]`` given ``mask: bool[n]``.
+
+    Pure :mod:`jax.numpy`: traceable, ``jit`` and ``vmap`` safe (``vmap`` it for a batch).
+    The code is :data:`DEFECT_NAN` if any entry is NaN, else :data:`DEFECT_INFINITE` if an
+    unpinned row holds ``+inf``, else :data:`DEFECT_UNNORMALIZED` if an unpinned row has
+    :math:`|\\operatorname{logsumexp}| > \\text{atol}` (an all ``-inf`` row included), else
+    :data:`DEFECT_OK`.
+
+    :param log_probs: the oracle's answer, shape ``[n, q]``.
+    :param mask: the pinned sites of the query, shape ``[n]``.
+    :param atol: tolerance on the logsumexp of a row.
+    :return: :class:`OracleDefect` ``(code, row)`` of int32 scalars; ``row`` is the first
+        offending row (0 when ``code`` is :data:`DEFECT_OK`).
+
+    >>> import jax.numpy as jnp
+    >>> answer = jnp.log(jnp.array([[0.5, 0.5], [0.7, 0.7]]))
+    >>> code, row = log_marginals_defect(answer, jnp.array([False, False]))
+    >>> int(code) == DEFECT_UNNORMALIZED, int(row)
+    (True, 1)
+    >>> [int(v) for v in log_marginals_defect(answer, jnp.array([False, True]))]
+    [0, 0]
+    """
+    log_probs = jnp.asarray(log_probs)
+    free = ~jnp.asarray(mask, bool)
+    nan_rows = jnp.any(jnp.isnan(log_probs), axis=-1)
+    posinf_rows = jnp.any(log_probs == jnp.inf, axis=-1) & free
+    safe = jnp.where(jnp.isnan(log_probs) | (log_probs == jnp.inf), -jnp.inf, log_probs)
+    total = jax.nn.logsumexp(safe, axis=-1)
+    unnormalized_rows = ~(jnp.abs(total) <= atol) & free
+    code = jnp.where(
+        jnp.any(nan_rows),
+        DEFECT_NAN,
+        jnp.where(
+            jnp.any(posinf_rows),
+            DEFECT_INFINITE,
+            jnp.where(jnp.any(unnormalized_rows), DEFECT_UNNORMALIZED, DEFECT_OK),
+        ),
+    ).astype(jnp.int32)
+    offending = jnp.where(
+        code == DEFECT_NAN,
+        nan_rows,
+        jnp.where(code == DEFECT_INFINITE, posinf_rows, unnormalized_rows),
+    )
+    return OracleDefect(code, jnp.argmax(offending).astype(jnp.int32))
+
+
+def check_values_in_support(values: ArrayLike, num_categories: int, *, name: str = "x") -> None:
+    """Check that concrete integer ``values`` lie in :math:`[0, q)`.
+
+    :param values: observed values, any shape, an integer dtype.
+    :param num_categories: :math:`q`.
+    :param name: the site, quoted in the message.
+    :raises InputError: naming the site, the first offending index and its value, or the dtype.
+
+    >>> check_values_in_support([0, 2, 1], 3, name="z")
+    >>> check_values_in_support([0, 3, 1], 3, name="z")
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.errors.InputError: site 'z': value 3 at index 1 ... [0, 3)
+    """
+    if isinstance(values, jax.core.Tracer):
+        raise InputError(f"site {name!r}: values must be concrete, not traced")
+    values = np.asarray(values)
+    if not np.issubdtype(values.dtype, np.integer):
+        raise InputError(f"site {name!r}: values must have an integer dtype, got {values.dtype}")
+    outside = np.argwhere((values < 0) | (values >= num_categories))
+    if outside.size:
+        index = tuple(int(i) for i in outside[0])
+        index_text = index[0] if len(index) == 1 else index
+        raise InputError(
+            f"site {name!r}: value {int(values[index])} at index {index_text} is outside "
+            f"the support [0, {num_categories})"
+        )
+
+
+def check_permutation(order: ArrayLike, num_positions: int, *, name: str = "order") -> None:
+    """Check that a concrete ``order`` is a permutation of ``range(n)``.
+
+    :param order: the candidate permutation.
+    :param num_positions: :math:`n`.
+    :param name: how the message refers to ``order``.
+    :raises InputError: for a wrong shape or dtype, a value out of range, or a duplicated value
+        (with the value it displaces).
+
+    >>> check_permutation([2, 0, 1], 3)
+    >>> check_permutation([2, 0, 2], 3)
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.errors.InputError: order ...: 2 appears 2 times and 1 is missing
+    """
+    if isinstance(order, jax.core.Tracer):
+        raise InputError(f"{name} must be concrete, not traced")
+    order = np.asarray(order)
+    n = int(num_positions)
+    if order.shape != (n,):
+        raise InputError(f"{name} must have shape ({n},) (a permutation), got {order.shape}")
+    if not np.issubdtype(order.dtype, np.integer):
+        raise InputError(f"{name} must have an integer dtype, got {order.dtype}")
+    outside = order[(order < 0) | (order >= n)]
+    if outside.size:
+        raise InputError(
+            f"{name} is not a permutation of range({n}): value {int(outside[0])} is out of range"
+        )
+    counts = np.bincount(order.astype(np.int64), minlength=n)
+    if np.any(counts != 1):
+        duplicated = int(np.flatnonzero(counts > 1)[0])
+        missing = int(np.flatnonzero(counts == 0)[0])
+        raise InputError(
+            f"{name} is not a permutation of range({n}): {duplicated} appears "
+            f"{int(counts[duplicated])} times and {missing} is missing"
+        )
+
+
+def check_order_and_observed(
+    order: ArrayLike,
+    values: ArrayLike | None,
+    mask: ArrayLike | None,
+    num_positions: int,
+    num_categories: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The host-side arguments of a fixed-order sequential law, checked and made concrete.
+
+    ``order`` must be a permutation of ``range(n)``; ``values`` (default zeros) and ``mask``
+    (default: nothing observed) must have shape ``[n]``, the mask a bool dtype, and the
+    observed values must lie in :math:`[0, q)`.
+
+    :return: ``(order, values, mask)`` as numpy arrays.
+    :raises InputError: naming the wrong shape, dtype or value.
+
+    >>> order, values, mask = check_order_and_observed([1, 0], None, None, 2, 3)
+    >>> values.tolist(), mask.tolist()
+    ([0, 0], [False, False])
+    >>> check_order_and_observed([1, 0], [0, 5], [False, True], 2, 3)
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.errors.InputError: site 'values': value 5 at index 1 ... [0, 3)
+    """
+    n = int(num_positions)
+    order = np.asarray(order)
+    check_permutation(order, n)
+    mask = np.zeros(n, bool) if mask is None else np.asarray(mask)
+    values = np.zeros(n, np.int64) if values is None else np.asarray(values)
+    if values.shape != (n,) or mask.shape != (n,) or mask.dtype != np.bool_:
+        raise InputError(
+            f"need values of shape ({n},) and a bool mask of shape ({n},), got "
+            f"{values.dtype}{values.shape} and {mask.dtype}{mask.shape}"
+        )
+    check_values_in_support(np.where(mask, values, 0), num_categories, name="values")
+    return order, values, mask
