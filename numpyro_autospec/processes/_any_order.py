@@ -299,7 +299,8 @@ class AnyOrderProcess:
     def answer_defect(self, x: AnyOrderState, k: Array, answer: Array) -> tuple[Array, Array]:
         """``(code, site)`` of the first defect of ``answer`` (``query(x, k, .)`` or
         ``score_block(x, k, .)``: rows of free sites in step order; traceable; code 0: none),
-        see :func:`~numpyro_autospec.oracles._validation.log_marginals_defect`.  Rows past the last step
+        see :func:`~numpyro_autospec.oracles._validation.log_marginals_defect`.  Rows past the last
+        step
         are padding and not checked."""
         positions = self.num_observed + k + jnp.arange(answer.shape[0])
         padding = positions >= self.num_positions

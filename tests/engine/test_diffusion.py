@@ -17,10 +17,11 @@ matter.  Two-sample tests, fixed seeds, a test passes when ``p > 1e-4`` (``THRES
   ``p = 1e-4`` KS catches a difference of 0.098 between the CDFs at power 0.99
   (``(K^-1(1 - 1e-4) + z_0.99 / 2) / sqrt(1193)``, the largest pointwise variance 1/4; 0.064
   is only the critical distance, caught at power 0.5).
-* a deliberately wrong variant (the target density with variance ``2h`` instead of ``h``; it
-  moves the central cell from 0.26 to about 0.16) is rejected with 3200 draws (1000 are
-  enough: p ~ 5e-8 with 600), through the same helper that the exact tests call; so is a
-  speculation whose reported density is not that of its draws.
+* a deliberately wrong variant (the target density with variance ``2h`` instead of ``h``;
+  ``tests/engine/broken.py``; it moves the central cell from 0.26 to about 0.16) is rejected
+  with 3200 draws on the point cloud (1000 are enough: p ~ 5e-8 with 600) and with 1200 on
+  the mixture (p <= 2.3e-6 on each projection), through the same helpers that the exact tests
+  call; so is a speculation whose reported density is not that of its draws.
 
 The first engine draws are also compared draw for draw with the reference sampler
 (:func:`numpyro_autospec.reference.sample`): same values, rounds and queries.
@@ -32,7 +33,9 @@ are those of the reference sampler on the package's own process) and 1 for the w
 Compiling an engine program is most of the cost (about 27 s of CPU each, against about 1.3 s
 for 1000 point-cloud draws), so the file compiles five: the frozen drift on the point cloud,
 the linear-response speculations on it (a given variance, the posterior covariance read
-from the denoiser's Jacobian, and its rank-1 estimate), and the mixture (``slow``).
+from the denoiser's Jacobian, and its rank-1 estimate), and the mixture (``slow``).  The
+chains' 200 000 draws are shared with tests/processes/test_diffusion.py
+(``tests/diffusion_chains.py``).
 
 Reference: Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869 (2025).
 """
@@ -49,14 +52,22 @@ from jax import Array
 
 from numpyro_autospec import reference
 from numpyro_autospec.config import SamplerConfig
-from numpyro_autospec.denoisers import GaussianMixtureDenoiser, PointCloudDenoiser
-from numpyro_autospec.engine import Samples, run, sequential_run
-from numpyro_autospec.processes import DiffusionProcess, default_times
+from numpyro_autospec.engine import Samples, run
+from numpyro_autospec.processes import DiffusionProcess
+from tests import diffusion_chains
+from tests.diffusion_chains import (
+    CHAIN_DRAWS,
+    CLOUD,
+    CLOUD_PROCESS,
+    MIXTURE,
+    MIXTURE_PROCESS,
+    NUM_STEPS,
+    nearest_point,
+)
+from tests.engine.broken import TargetWithVarianceError
 from tests.gof import assert_two_sample, power_draws, two_sample_chisquare
 
 THRESHOLD = 1e-4
-NUM_STEPS = 8
-CHAIN_DRAWS = 200_000
 #: the paper's recursion on the whole path with residual growth 1 (explicit, so that a new
 #: default cannot change what these tests run; with larger batches the engine cancels more
 #: trials after an accepted one and does fewer queries than the reference counts, which the
@@ -64,46 +75,10 @@ CHAIN_DRAWS = 200_000
 #: values and rounds, e.g. 485 engine queries against 528 counted by the reference)
 CONFIG = SamplerConfig(method="autospec", block_size=None, growth=1.0)
 
-CLOUD = PointCloudDenoiser(
-    jnp.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.5, 0.4]], jnp.float32)
-)
-MIXTURE = GaussianMixtureDenoiser(
-    jnp.array([0.5, 0.3, 0.2]),
-    jnp.array([[-1.0, 0.0], [1.0, 0.5], [0.0, 1.5]]),
-    jnp.array(
-        [
-            [[0.3, 0.1], [0.1, 0.2]],
-            [[0.1, 0.0], [0.0, 0.4]],
-            [[0.05, 0.0], [0.0, 0.05]],
-        ]
-    ),
-)
-CLOUD_PROCESS = DiffusionProcess(CLOUD, 2, default_times(NUM_STEPS, 30.0))
-MIXTURE_PROCESS = DiffusionProcess(MIXTURE, 2, default_times(NUM_STEPS, 10.0))
 PROJECTIONS = ([1.0, 0.0], [0.0, 1.0], [0.6, 0.8], [0.8, -0.6])
 #: s^2 of the linear-response speculation in the tests (the cloud's coordinates have variance
 #: 0.16 and 0.15)
 LINEAR_RESPONSE_VARIANCE = 0.25
-
-
-class TargetWithVarianceError(DiffusionProcess):
-    r"""The package's process with ``error`` (traced) times the error term
-    :math:`\log \mathcal{N}(r; 0, 2h_k I) - \log \mathcal{N}(r; 0, h_k I)` added to its target
-    density (``step_log_density``, which ``target_logp`` and the engine's batched scoring use),
-    :math:`r = y_{k+1} - y_k - h_k f`.  ``error = 0``: the package's density (plus ``0 * term``,
-    which adds nothing).  ``error = 1``, wrong on purpose: :math:`\mu(y_{k+1} \mid y_k) =
-    \mathcal{N}(y_k + h_k f,\, 2h_k I)` while ``target_sample`` keeps variance :math:`h_k`; the
-    ratio :math:`\mu/\nu` of whole blocks is then wrong, the single steps are not."""
-
-    def __init__(self, *args, error, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.error = error
-
-    def step_log_density(self, k, y, y_next, drift):
-        h = self.step_sizes[k]
-        residual = y_next - y - h * drift
-        doubled = -0.5 * self.dim * jnp.log(2.0) + 0.25 * jnp.sum(residual**2) / h
-        return super().step_log_density(k, y, y_next, drift) + self.error * doubled
 
 
 @jax.jit
@@ -114,29 +89,31 @@ def cloud_draws(keys: Array, error: Array) -> Samples:
     return run(process, keys, CONFIG)
 
 
+@jax.jit
+def mixture_draws(keys: Array, error: Array) -> Samples:
+    """Engine draws of :class:`TargetWithVarianceError` on the mixture: one program for the
+    exact draws (``error = 0``) and the wrong ones (``error = 1``)."""
+    process = TargetWithVarianceError(MIXTURE, 2, MIXTURE_PROCESS.times, error=error)
+    return run(process, keys, CONFIG)
+
+
+def assert_mixture_law(values, chain, label) -> None:
+    """The two-sample KS test on each of the four projections (``PROJECTIONS``)."""
+    for direction in PROJECTIONS:
+        assert_two_sample(
+            values @ np.asarray(direction),
+            chain @ np.asarray(direction),
+            threshold=THRESHOLD,
+            kind="ks",
+            label=f"{label}, mixture projected on {direction}",
+        )
+
+
 def draws_of(program, seed: int, num_draws: int, error: float) -> tuple[Samples, Array]:
     """``num_draws`` draws of a jitted ``program(keys, error)`` in one call, and their keys."""
     keys = jax.random.split(jax.random.PRNGKey(seed), num_draws)
     samples = program(keys, jnp.float32(error))
     return jax.tree.map(np.asarray, samples), keys
-
-
-def engine_draws(process: DiffusionProcess, seed: int, num_draws: int) -> tuple[Samples, Array]:
-    """``num_draws`` engine draws in one compiled call (one shared pool) and their keys."""
-    keys = jax.random.split(jax.random.PRNGKey(seed), num_draws)
-    samples = jax.jit(lambda k: run(process, k, CONFIG))(keys)
-    return jax.tree.map(np.asarray, samples), keys
-
-
-def chain_draws(process: DiffusionProcess, seed: int, num_draws: int = CHAIN_DRAWS) -> np.ndarray:
-    """Outputs :math:`f(t_N, y_N)` of the sequential Euler-Maruyama chain, compiled."""
-    keys = jax.random.split(jax.random.PRNGKey(seed), num_draws)
-    return np.asarray(jax.jit(lambda k: sequential_run(process, k).value)(keys))
-
-
-def nearest_point(values) -> np.ndarray:
-    """Index of the cloud point nearest to each output (the category of the draw)."""
-    return np.asarray(jax.jit(jax.vmap(CLOUD.nearest))(jnp.asarray(values)))
 
 
 def assert_draws_are_the_reference(process: DiffusionProcess, samples: Samples, keys) -> None:
@@ -154,7 +131,7 @@ def assert_draws_are_the_reference(process: DiffusionProcess, samples: Samples, 
 
 @pytest.fixture(scope="module")
 def cloud_chain_categories() -> np.ndarray:
-    return nearest_point(chain_draws(CLOUD_PROCESS, 1))
+    return diffusion_chains.cloud_chain_categories()
 
 
 @pytest.fixture(scope="module")
@@ -191,17 +168,19 @@ def test_engine_matches_euler_chain_on_point_cloud(cloud_engine, cloud_chain_cat
 # ------------------------------------------------------------------------------ mixture
 @pytest.mark.slow
 def test_engine_matches_euler_chain_on_gaussian_mixture():
-    samples, keys = engine_draws(MIXTURE_PROCESS, 3, 1200)
+    samples, keys = draws_of(mixture_draws, 3, 1200, error=0.0)
     assert_draws_are_the_reference(MIXTURE_PROCESS, samples, keys)
-    chain = chain_draws(MIXTURE_PROCESS, 4)
-    for direction in PROJECTIONS:
-        assert_two_sample(
-            samples.value @ np.asarray(direction),
-            chain @ np.asarray(direction),
-            threshold=THRESHOLD,
-            kind="ks",
-            label=f"engine vs Euler chain, mixture projected on {direction}",
-        )
+    assert_mixture_law(samples.value, diffusion_chains.mixture_chain(), "engine vs Euler chain")
+
+
+@pytest.mark.slow
+def test_mixture_test_rejects_a_wrong_target_density():
+    """The same KS tests, on 1200 draws of the same compiled program with the target density
+    of the wrong variance (``error = 1``), fail (measured: p = 2.4e-8, 3.3e-13, 2.3e-6 and 1.8e-7
+    on the four projections; the right draws, same keys and program: 0.34, 0.16, 0.50, 0.99)."""
+    samples, _ = draws_of(mixture_draws, 3, 1200, error=1.0)
+    with pytest.raises(AssertionError, match="two-sample Kolmogorov-Smirnov failed"):
+        assert_mixture_law(samples.value, diffusion_chains.mixture_chain(), "broken engine")
 
 
 # ------------------------------------------------------------------------------ power

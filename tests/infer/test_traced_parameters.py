@@ -25,6 +25,7 @@ from numpyro.infer import MCMC, Predictive
 
 from numpyro_autospec import reference
 from numpyro_autospec.denoisers import PointCloudDenoiser
+from numpyro_autospec.engine import sequential_run
 from numpyro_autospec.errors import OracleError
 from numpyro_autospec.infer import AnyOrderAR, AutospecKernel, StochasticLocalization
 from numpyro_autospec.oracles import CurieWeissOracle, IsingChainOracle
@@ -229,5 +230,16 @@ def test_prior_predictive_with_a_traced_grid():
         t_max = numpyro.sample("t_max", dist.Uniform(150.0, 250.0))
         grid_model(jnp.linspace(0.0, 1.0, 17) * t_max)
 
-    draws = Predictive(model, num_samples=3)(jax.random.PRNGKey(0))["y"]
-    assert draws.shape == (3, 2) and bool(jnp.all(jnp.isfinite(draws)))
+    prior = Predictive(model, num_samples=3, return_sites=["t_max", "y"])(jax.random.PRNGKey(0))
+    # the draws are known: the sequential chain's (StochasticLocalization.sample) on each
+    # draw's grid, for the key of the site y (Predictive splits its key once per draw,
+    # handlers.seed each draw's key once per site)
+    expected = []
+    for draw_key, t_max in zip(
+        jax.random.split(jax.random.PRNGKey(0), 3), np.asarray(prior["t_max"]), strict=True
+    ):
+        site_key = jax.random.split(jax.random.split(draw_key)[0])[1]
+        times = jnp.linspace(0.0, 1.0, 17) * t_max
+        process = DiffusionProcess(PointCloudDenoiser(POINTS), 2, times)
+        expected.append(np.asarray(sequential_run(process, site_key[None]).value[0]))
+    np.testing.assert_allclose(prior["y"], np.stack(expected), atol=1e-5)

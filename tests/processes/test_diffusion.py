@@ -10,10 +10,12 @@ for a 2-D Gaussian mixture (two-sample Kolmogorov-Smirnov).  Seeds are fixed; a 
 when p > 1e-4.
 
 The sequential side is the reference's ``method="sequential"`` sampler, shown draw for draw
-equal to a vectorized replica of it (``euler_chain``), which then supplies 200 000 draws at
-no cost: the two-sample tests have almost the power of one-sample tests against the exact
-law of the chain, and that power is set by the reference's draws (slow Python, ~10 ms of CPU
-each at N = 8 for the cloud, ~20 ms for the mixture).  Power at p > 1e-4:
+equal to a vectorized replica of it (``euler_chain``) and to the package's compiled chain,
+which supplies 200 000 draws at no cost (``tests/diffusion_chains.py``, computed once for
+this file and ``tests/engine/test_diffusion.py``): the two-sample tests have almost the
+power of one-sample tests against the exact law of the chain, and that power is set by the
+reference's draws (slow Python, ~10 ms of CPU each at N = 8 for the cloud, ~20 ms for the
+mixture).  Power at p > 1e-4:
 
 * point cloud, 1200 draws against 200 000, 5 cells (a two-sample test: the effective number
   of draws is ``1200 * 200000 / 201200 = 1193``): 99% to detect an absolute error of 0.081 in
@@ -24,7 +26,8 @@ each at N = 8 for the cloud, ~20 ms for the mixture).  Power at p > 1e-4:
   caught at power 0.5.
 
 A deliberately wrong variant (the target density without the h-dependence of its normalizing
-constant) is rejected with 200 draws at p ~ 1e-86.  Another, the target density with variance
+constant) is rejected with 200 draws at p ~ 1e-86 on the point cloud and with the mixture's
+500 (its four KS tests: p from 3.1e-12 to 4.3e-4).  Another, the target density with variance
 2h, is subtler (it shifts the central cell from 0.26 to 0.16): it was rejected at p ~ 1e-7 with
 600 draws, too slow to run here.
 """
@@ -39,39 +42,28 @@ from scipy import stats
 
 from numpyro_autospec import reference
 from numpyro_autospec.config import DIFFUSION_GROWTH, SamplerConfig
-from numpyro_autospec.denoisers import (
-    GaussianMixtureDenoiser,
-    PointCloudDenoiser,
-    digits_point_cloud,
-)
+from numpyro_autospec.denoisers import GaussianMixtureDenoiser, digits_point_cloud
 from numpyro_autospec.errors import DenoiserError, InputError
 from numpyro_autospec.processes import DiffusionProcess, Process
 from numpyro_autospec.processes import _linear_response as linear_response
 from numpyro_autospec.processes._diffusion import DiffusionState
 from numpyro_autospec.processes._time_grids import DEFAULT_T_MAX, default_times, uniform_times
+from tests.diffusion_chains import (
+    CLOUD,
+    CLOUD_PROCESS,
+    CLOUD_TIMES,
+    MIXTURE,
+    MIXTURE_PROCESS,
+    MIXTURE_TIMES,
+    NUM_STEPS,
+    chain_draws,
+    cloud_chain_categories,
+    mixture_chain,
+    nearest_point,
+)
 from tests.gof import assert_two_sample, power_draws, two_sample_chisquare
 
 THRESHOLD = 1e-4
-NUM_STEPS = 8
-CLOUD = PointCloudDenoiser(
-    jnp.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [0.5, 0.4]], jnp.float32)
-)
-MIXTURE = GaussianMixtureDenoiser(
-    jnp.array([0.5, 0.3, 0.2]),
-    jnp.array([[-1.0, 0.0], [1.0, 0.5], [0.0, 1.5]]),
-    jnp.array(
-        [
-            [[0.3, 0.1], [0.1, 0.2]],
-            [[0.1, 0.0], [0.0, 0.4]],
-            [[0.05, 0.0], [0.0, 0.05]],
-        ]
-    ),
-)
-CLOUD_TIMES = default_times(NUM_STEPS, 30.0)
-MIXTURE_TIMES = default_times(NUM_STEPS, 10.0)
-# one process object per target: the reference sampler compiles once per process
-CLOUD_PROCESS = DiffusionProcess(CLOUD, 2, CLOUD_TIMES)
-MIXTURE_PROCESS = DiffusionProcess(MIXTURE, 2, MIXTURE_TIMES)
 
 
 def euler_chain(process, keys):
@@ -90,10 +82,6 @@ def euler_chain(process, keys):
         return process.output(x, process.query(x, process.num_steps))
 
     return np.asarray(jax.jit(jax.vmap(one))(keys))
-
-
-def nearest_point(values):
-    return np.asarray(jax.vmap(CLOUD.nearest)(jnp.asarray(values)))
 
 
 def random_path(seed, num_steps=NUM_STEPS, dim=2):
@@ -613,13 +601,15 @@ def test_reference_sequential_sampler_is_the_euler_chain():
         CLOUD_PROCESS, jax.random.PRNGKey(12), 6, SamplerConfig(method="sequential")
     )
     np.testing.assert_allclose(values, euler_chain(CLOUD_PROCESS, keys), rtol=1e-5, atol=1e-6)
+    # and the package's compiled chain, which supplies the shared 200 000 draws
+    # (tests/diffusion_chains.py)
+    np.testing.assert_allclose(values, chain_draws(CLOUD_PROCESS, 12, 6), rtol=1e-5, atol=1e-6)
     assert (rounds == NUM_STEPS + 1).all() and (queries == NUM_STEPS + 1).all()
 
 
 @pytest.fixture(scope="module")
 def cloud_euler_categories():
-    keys = jax.random.split(jax.random.PRNGKey(13), 200_000)
-    return nearest_point(euler_chain(CLOUD_PROCESS, keys))
+    return cloud_chain_categories()  # shared with tests/engine/test_diffusion.py
 
 
 @pytest.mark.slow
@@ -638,20 +628,23 @@ def test_autospeculation_matches_euler_chain_on_point_cloud(cloud_euler_categori
     assert rounds.mean() < NUM_STEPS + 1
 
 
-@pytest.mark.slow
-def test_autospeculation_matches_euler_chain_on_gaussian_mixture():
-    num_draws = 500
-    values, _, _ = reference.sample_many(MIXTURE_PROCESS, jax.random.PRNGKey(15), num_draws)
-    keys = jax.random.split(jax.random.PRNGKey(16), 200_000)
-    chain = euler_chain(MIXTURE_PROCESS, keys)
+def assert_mixture_law(values, label) -> None:
+    """Two-sample KS tests of ``values`` against the shared chain on four projections."""
+    chain = mixture_chain()  # shared with tests/engine/test_diffusion.py
     for direction in ([1.0, 0.0], [0.0, 1.0], [0.6, 0.8], [0.8, -0.6]):
         assert_two_sample(
             values @ np.asarray(direction),
             chain @ np.asarray(direction),
             threshold=THRESHOLD,
             kind="ks",
-            label=f"mixture projected on {direction}",
+            label=f"{label}, mixture projected on {direction}",
         )
+
+
+@pytest.mark.slow
+def test_autospeculation_matches_euler_chain_on_gaussian_mixture():
+    values, _, _ = reference.sample_many(MIXTURE_PROCESS, jax.random.PRNGKey(15), 500)
+    assert_mixture_law(values, "reference")
 
 
 class TargetWithoutStepNormalizer(DiffusionProcess):
@@ -674,6 +667,17 @@ def test_harness_rejects_a_wrong_density(cloud_euler_categories):
     assert result.p_value < 1e-8, result
     with pytest.raises(AssertionError, match="two-sample chi-square failed"):
         assert_two_sample(nearest_point(values), cloud_euler_categories, threshold=THRESHOLD)
+
+
+@pytest.mark.slow
+def test_mixture_test_rejects_a_wrong_density():
+    """The KS tests of the mixture on 500 draws of the reference with the same keys and the
+    target density without its normalizer's h-dependence fail (measured: p = 1.6e-6, 3.4e-6,
+    3.1e-12 and 4.3e-4 on the four projections)."""
+    process = TargetWithoutStepNormalizer(MIXTURE, 2, MIXTURE_TIMES)
+    values, _, _ = reference.sample_many(process, jax.random.PRNGKey(15), 500)
+    with pytest.raises(AssertionError, match="two-sample Kolmogorov-Smirnov failed"):
+        assert_mixture_law(values, "broken reference")
 
 
 def test_default_residual_growth_on_diffusion_is_three():
