@@ -332,6 +332,7 @@ class DenoiserError(OracleError):
 
     >>> issubclass(DenoiserError, OracleError)
     True
+    >>> from numpyro_autospec.denoisers._validation import check_denoiser_signature
     >>> check_denoiser_signature(lambda t, y: y, dim=0)
     Traceback (most recent call last):
     ...
@@ -351,10 +352,11 @@ class TimeGridError(InputError, DenoiserError):
 
     >>> issubclass(TimeGridError, InputError), issubclass(TimeGridError, DenoiserError)
     (True, True)
-    >>> check_time_grid([0.0, 0.5, 0.5])
+    >>> from numpyro_autospec.processes import uniform_times
+    >>> uniform_times(0, 1.0)
     Traceback (most recent call last):
     ...
-    numpyro_autospec.errors.TimeGridError: times must be strictly increasing: ...
+    numpyro_autospec.errors.TimeGridError: num_steps must be a positive integer, got 0
     """
 
 
@@ -378,6 +380,7 @@ class UnsupportedModelError(AutospecError):
     and says what to use instead.
 
     >>> import numpyro, numpyro.distributions as dist
+    >>> from numpyro_autospec.infer import inspect_model
     >>> def regression():  # a latent site with an observed descendant: needs inference
     ...     mean = numpyro.sample("mean", dist.Normal(0.0, 1.0))
     ...     numpyro.sample("y", dist.Normal(mean, 1.0), obs=0.5)
