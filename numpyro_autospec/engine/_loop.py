@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import Array
 
 from numpyro_autospec.engine._compact import first_true
@@ -197,13 +198,14 @@ def initial_state(context: Context) -> EngineState:
     x = jax.tree.map(lambda leaf: jnp.concatenate([leaf, tile(leaf[0], size - draws)]), x_roots)
     answers = jax.tree.map(lambda leaf: tile(leaf, size, (2,)), answer_like)
     window_rows = jax.tree.map(lambda leaf: tile(leaf, draws, (plan.window_size,)), reduced_like)
-    slots = jnp.arange(size, dtype=jnp.int32)
+    # every field of the initial pool is known at trace time: one constant
+    slots = np.arange(size, dtype=np.int32)
     is_root = slots < draws
-    zeros = jnp.zeros(size, jnp.int32)
+    zeros = np.zeros(size, np.int32)
     first_block = policy.first_window if policy.rule is not None else policy.recursion_block
     meta = Meta(
         status=zeros,
-        draw=jnp.where(is_root, slots, 0),
+        draw=np.where(is_root, slots, 0).astype(np.int32),
         parent=zeros - 1,
         parent_epoch=zeros,
         epoch=zeros,
@@ -231,10 +233,11 @@ def initial_state(context: Context) -> EngineState:
         tail_rows=zeros,
         next_rows=zeros,
     )
+    packed_meta = jnp.asarray(np.stack(list(meta), axis=-1).astype(np.int32))
     keys = jnp.concatenate([key_run[:, None], key_run[:, None], key_run[:, None]], axis=1)
     keys = jnp.concatenate([keys, jnp.broadcast_to(keys[:1], (size - draws, 3))])
     pool = Pool(
-        meta=pack(meta),
+        meta=packed_meta,
         scores=jnp.zeros((size, 2), jnp.float32),
         keys=keys,
         x=x,

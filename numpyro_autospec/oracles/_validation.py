@@ -153,26 +153,20 @@ def log_marginals_defect(log_probs: ArrayLike, mask: ArrayLike, *, atol: float =
     """
     log_probs = jnp.asarray(log_probs)
     free = ~jnp.asarray(mask, bool)
+    # one pass over the rows: a rank per row (3 NaN, 2 +inf on a free row, 1 unnormalized
+    # free row), its maximum and the first row that reaches it; rows of log-probabilities
+    # are at most 0, so the sum of exponentials needs no shift (an overflow is a defect)
+    bad = jnp.isnan(log_probs) | (log_probs == jnp.inf)
     nan_rows = jnp.any(jnp.isnan(log_probs), axis=-1)
     posinf_rows = jnp.any(log_probs == jnp.inf, axis=-1) & free
-    safe = jnp.where(jnp.isnan(log_probs) | (log_probs == jnp.inf), -jnp.inf, log_probs)
-    total = jax.nn.logsumexp(safe, axis=-1)
+    total = jnp.log(jnp.sum(jnp.exp(jnp.where(bad, -jnp.inf, log_probs)), axis=-1))
     unnormalized_rows = ~(jnp.abs(total) <= atol) & free
-    code = jnp.where(
-        jnp.any(nan_rows),
-        DEFECT_NAN,
-        jnp.where(
-            jnp.any(posinf_rows),
-            DEFECT_INFINITE,
-            jnp.where(jnp.any(unnormalized_rows), DEFECT_UNNORMALIZED, DEFECT_OK),
-        ),
-    ).astype(jnp.int32)
-    offending = jnp.where(
-        code == DEFECT_NAN,
-        nan_rows,
-        jnp.where(code == DEFECT_INFINITE, posinf_rows, unnormalized_rows),
-    )
-    return OracleDefect(code, jnp.argmax(offending).astype(jnp.int32))
+    rank = jnp.where(nan_rows, 3, jnp.where(posinf_rows, 2, jnp.where(unnormalized_rows, 1, 0)))
+    row = jnp.argmax(rank).astype(jnp.int32)
+    worst = rank[row]
+    codes = (DEFECT_NAN, DEFECT_INFINITE, DEFECT_UNNORMALIZED)
+    code = jnp.select([worst == 3, worst == 2, worst == 1], codes, DEFECT_OK).astype(jnp.int32)
+    return OracleDefect(code, jnp.where(worst > 0, row, 0).astype(jnp.int32))
 
 
 def check_values_in_support(values: ArrayLike, num_categories: int, *, name: str = "x") -> None:
