@@ -198,7 +198,7 @@ def initial_state(context: Context) -> EngineState:
     x = jax.tree.map(lambda leaf: jnp.concatenate([leaf, tile(leaf[0], size - draws)]), x_roots)
     answers = jax.tree.map(lambda leaf: tile(leaf, size, (2,)), answer_like)
     window_rows = jax.tree.map(lambda leaf: tile(leaf, draws, (plan.window_size,)), reduced_like)
-    # every field of the initial pool is known at trace time: one constant
+    # every field of the initial pool is known at trace time (NumPy, so pack gives a constant)
     slots = np.arange(size, dtype=np.int32)
     is_root = slots < draws
     zeros = np.zeros(size, np.int32)
@@ -233,11 +233,10 @@ def initial_state(context: Context) -> EngineState:
         tail_rows=zeros,
         next_rows=zeros,
     )
-    packed_meta = jnp.asarray(np.stack(list(meta), axis=-1).astype(np.int32))
     keys = jnp.concatenate([key_run[:, None], key_run[:, None], key_run[:, None]], axis=1)
     keys = jnp.concatenate([keys, jnp.broadcast_to(keys[:1], (size - draws, 3))])
     pool = Pool(
-        meta=packed_meta,
+        meta=pack(meta),
         scores=jnp.zeros((size, 2), jnp.float32),
         keys=keys,
         x=x,
