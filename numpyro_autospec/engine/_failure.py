@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from numpyro_autospec._core import failures as errors
+from numpyro_autospec._core import failures
 
 __all__ = ["failure_error", "carried_failure"]
 
@@ -55,16 +55,16 @@ def failure_error(process, defect, incomplete) -> Exception | None:
     return None
 
 
-def carried_failure(process, defect: Array, incomplete: Array) -> errors.Failure | None:
+def carried_failure(process, defect: Array, incomplete: Array) -> failures.Failure | None:
     """Trace time: the run's failure, as a :class:`~numpyro_autospec._core.failures.Failure` to
     return
     with its samples, or ``None`` inside a :func:`~numpyro_autospec._core.failures.collecting` block
     (the record is handed to it)."""
     reporter = functools.partial(failure_error, process)
-    if errors.is_collecting():
-        errors.collect(defect, incomplete, reporter)
+    if failures.is_collecting():
+        failures.collect(defect, incomplete, reporter)
         return None
-    reports = errors.FailureReports()
+    reports = failures.FailureReports()
     reports.reporters = (reporter,)
-    record = errors.first_failure([(defect, incomplete, reporter)], jnp.shape(incomplete))
-    return errors.Failure(record, reports)
+    record = failures.first_failure([(defect, incomplete, reporter)], jnp.shape(incomplete))
+    return failures.Failure(record, reports)

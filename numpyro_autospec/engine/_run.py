@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
-from numpyro_autospec._core import failures as errors
+from numpyro_autospec._core import failures
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine._failure import carried_failure
 from numpyro_autospec.engine._keys import engine_keys
@@ -45,7 +45,7 @@ class Samples(NamedTuple):
     rounds: Array
     queries: Array
     conditionals: Array | None = None
-    failure: errors.Failure | None = None
+    failure: failures.Failure | None = None
 
 
 def run(
