@@ -29,7 +29,7 @@ from jax import Array
 
 from numpyro_autospec.engine._compact import first_true
 from numpyro_autospec.engine._plan import Plan
-from numpyro_autospec.engine._pool import Meta, Pool, Scores, Status, pack, unpack
+from numpyro_autospec.engine._pool import Meta, Pool, Scores, Status, flatten, pack, unpack
 from numpyro_autospec.engine._round import query_round
 from numpyro_autospec.engine._tasks import Lane, advance
 from numpyro_autospec.engine._trials import (
@@ -196,6 +196,7 @@ def initial_state(context: Context) -> EngineState:
         return jnp.zeros((count, *lead, *leaf.shape), leaf.dtype)
 
     x = jax.tree.map(lambda leaf: jnp.concatenate([leaf, tile(leaf[0], size - draws)]), x_roots)
+    x = flatten(plan.state_layout, x, lead=1)
     answers = jax.tree.map(lambda leaf: tile(leaf, size, (2,)), answer_like)
     window_rows = jax.tree.map(lambda leaf: tile(leaf, draws, (plan.window_size,)), reduced_like)
     # every field of the initial pool is known at trace time (NumPy, so pack gives a constant)

@@ -21,6 +21,7 @@ from jax.sharding import Mesh
 
 from numpyro_autospec._core.rejection import batch_size
 from numpyro_autospec.config import Capacity, RootPolicy, SamplerConfig
+from numpyro_autospec.engine._pool import Layout, layout
 from numpyro_autospec.engine._sharding import check_mesh
 from numpyro_autospec.errors import ConfigError, positive_integer
 from numpyro_autospec.processes._base import has_discrete_steps
@@ -63,6 +64,7 @@ class Plan(NamedTuple):
     depth: np.ndarray  # depth[m]: nesting levels of residual trials below a block of m steps
     batch_sizes: np.ndarray  # trials of residual batch r
     max_passes: int
+    state_layout: Layout  # how the pool stores process states
     mesh: Mesh | None = None
 
 
@@ -199,5 +201,6 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         depth=depth,
         batch_sizes=batch_sizes,
         max_passes=max_passes,
+        state_layout=layout(x_shape),
         mesh=mesh,
     )

@@ -15,21 +15,36 @@ rejection a residual loop whose trials are tasks in other slots) or, at the root
 The integer fields of every slot live in one ``int32[S, F]`` array and the two log-densities in
 one ``float32[S, 2]`` array, so that a transition of every slot is one fused select, not one per
 field; :class:`Meta` and :class:`Scores` are their column views.  Each slot also holds its
-process state ``x``, three keys, and two answer buffers (its block's speculation answer and the
-lookahead), written only by the rounds and by reports.  Tasks are linked by slot index plus an
+process state ``x`` (one flat buffer per dtype, :class:`Layout`), three keys, and two answer
+buffers (its block's speculation answer and the lookahead), written only by the rounds and by
+reports.  Tasks are linked by slot index plus an
 ``epoch`` that changes whenever a slot is freed or starts a new residual loop, so that stale
 trials recognise themselves as orphans.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax import Array
 
-__all__ = ["Status", "Meta", "Scores", "Pool", "NO_TRIAL", "pack", "unpack", "choose"]
+__all__ = [
+    "Status",
+    "Meta",
+    "Scores",
+    "Pool",
+    "NO_TRIAL",
+    "Layout",
+    "layout",
+    "flatten",
+    "unflatten",
+    "pack",
+    "unpack",
+    "choose",
+]
 
 #: "no accepted trial yet"
 NO_TRIAL = 2**30
@@ -98,8 +113,59 @@ class Pool(NamedTuple):
     meta: Array  # int32[S, len(Meta._fields)]
     scores: Array  # float32[S, 2]
     keys: Array  # key[S, 3]: root: (run key, -, -); trial: (left half, right half, accept)
-    x: Any  # process state, leading axis S
+    x: tuple  # process states, one buffer per dtype (:class:`Layout`), leading axis S
     answers: Any  # speculation answers, leading axes [S, 2]
+
+
+class Layout(NamedTuple):
+    """How a process state (a pytree of arrays) is stored in the pool: its leaves raveled and
+    laid end to end, one buffer per dtype, so that moving a slot's state (a gather, a scatter,
+    a masked select) is one operation per dtype, not one per leaf."""
+
+    treedef: Any
+    shapes: tuple  # each leaf's shape
+    dtypes: tuple  # the buffers' dtypes
+    places: tuple  # each leaf's (buffer, offset, size)
+
+
+def layout(tree_like) -> Layout:
+    """The :class:`Layout` of trees shaped like ``tree_like`` (arrays or shapes)."""
+    leaves, treedef = jax.tree.flatten(tree_like)
+    dtypes: list = []
+    sizes: list[int] = []
+    places = []
+    for leaf in leaves:
+        dtype = jnp.dtype(leaf.dtype)
+        if dtype not in dtypes:
+            dtypes.append(dtype)
+            sizes.append(0)
+        group = dtypes.index(dtype)
+        size = math.prod(leaf.shape)
+        places.append((group, sizes[group], size))
+        sizes[group] += size
+    shapes = tuple(tuple(leaf.shape) for leaf in leaves)
+    return Layout(treedef, shapes, tuple(dtypes), tuple(places))
+
+
+def flatten(layout: Layout, tree, lead: int = 0) -> tuple:
+    """The buffers of ``tree`` (``lead`` leading batch axes on every leaf)."""
+    leaves = jax.tree.leaves(tree)
+    groups: list[list] = [[] for _ in layout.dtypes]
+    for leaf, (group, _, _) in zip(leaves, layout.places, strict=True):
+        groups[group].append(jnp.reshape(leaf, jnp.shape(leaf)[:lead] + (-1,)))
+    return tuple(
+        parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=-1) for parts in groups
+    )
+
+
+def unflatten(layout: Layout, buffers: tuple, lead: int = 0):
+    """The tree stored in ``buffers`` (``lead`` leading batch axes)."""
+    leaves = []
+    for shape, (group, offset, size) in zip(layout.shapes, layout.places, strict=True):
+        buffer = buffers[group]
+        part = buffer if size == buffer.shape[-1] else buffer[..., offset : offset + size]
+        leaves.append(jnp.reshape(part, buffer.shape[:lead] + shape))
+    return jax.tree.unflatten(layout.treedef, leaves)
 
 
 def pack(view: NamedTuple) -> Array:

@@ -19,8 +19,9 @@ The round evaluates ``chunk`` units per call (in block mode ``chunk`` scoring un
 ``chunk`` answers side by side), ``ceil(U / chunk)`` calls for ``U`` units (at most
 ``max_units`` of each kind; the rest waits for the next round), scatters the answers into the
 slots' buffers, the scoring rows' log-densities into their blocks' scores, and a root window's
-rows into its verification buffer.  Queries and conditionals are counted per draw as they are
-executed, and every answer is checked when the run validates.
+rows into its verification buffer.  A unit reads its slot's fields from one table
+(:class:`Item`, one gather per call); the queries and conditionals each slot was served are
+counted per draw once the loop is done, and every answer is checked when the run validates.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from jax import Array
 
 from numpyro_autospec.engine._compact import count_at_most, running_sum
 from numpyro_autospec.engine._plan import Plan
-from numpyro_autospec.engine._pool import Meta, Pool, Status, pack, unpack
+from numpyro_autospec.engine._pool import Meta, Pool, Status, pack, unflatten, unpack
 from numpyro_autospec.engine._sharding import sharded_batch
 from numpyro_autospec.engine._tasks import wants_lookahead
 from numpyro_autospec.engine._trials import next_buffer
@@ -97,33 +98,81 @@ def demand(plan: Plan, meta: Meta) -> Demand:
 
 
 class Work(NamedTuple):
-    """The round's loop carry: the pool's buffers and scores, the verification rows, the
-    counters and the first defect."""
+    """The round's loop carry: the pool's buffers and scores, the verification rows and the
+    first defect."""
 
     scores: Array
     answers: Any
     window_rows: Any
-    queries: Array
-    conditionals: Array
     defect: Array
 
 
-def _locate(cumulative: Array, units: Array, index: Array) -> tuple[Array, Array]:
-    """``(slot, offset)`` of the units ``index`` of slots laid end to end (``cumulative``:
-    the inclusive running sums of their ``units``)."""
-    slot = jnp.minimum(count_at_most(cumulative, index), cumulative.shape[0] - 1)
-    return slot, (index - (cumulative[slot] - units[slot])).astype(jnp.int32)
+class Item(NamedTuple):
+    """What a unit reads of its slot (columns of one ``int32[S, F]`` table, gathered once per
+    call)."""
+
+    before: Array  # units of the slots before it (where its first unit falls)
+    scored: Array  # items already served (block mode: scoring items)
+    scoring: Array
+    block_start: Array
+    draw: Array
+    is_window: Array  # a root window: its rows go to the verification buffer
+    spec_at: Array
+    spec_rows: Array
+    destination: Array
 
 
-def _score_block(context, pool: Pool, meta: Meta, need: Demand, slot, first, valid):
-    """Block mode: the scoring units' rows (``[B, L, q]``), their steps, and which exist."""
-    plan, process = context.plan, context.process
-    item = first[:, None] + jnp.arange(plan.unit_rows)[None, :]
-    exists = valid[:, None] & (item < need.scoring[slot][:, None])
-    step = jnp.clip(meta.block_start[slot][:, None] + 1 + item, 0, plan.num_steps - 1)
-    x = jax.tree.map(lambda leaf: leaf[slot], pool.x)
-    rows = sharded_batch(plan.mesh, jax.vmap(process.score_rows), x, step, step)
-    return x, rows, step, exists
+def _items(plan: Plan, meta: Meta, need: Demand, cumulative: Array) -> Array:
+    """The :class:`Item` table of every slot."""
+    slots = jnp.arange(plan.num_slots)
+    served = meta.served % ANSWERED if plan.block_mode else meta.served
+    return pack(
+        Item(
+            before=cumulative - need.units,
+            scored=served,
+            scoring=need.scoring,
+            block_start=meta.block_start,
+            draw=meta.draw,
+            is_window=(slots < plan.num_draws) & (meta.verifying == 1),
+            spec_at=need.spec_at,
+            spec_rows=need.spec_rows,
+            destination=need.destination,
+        )
+    )
+
+
+def _counted(plan: Plan, meta: Meta, need: Demand, served_units: Array, answered_now: Array):
+    """The round's queries and conditionals per draw: a slot's scoring counts one query when
+    its first unit is evaluated, an answer one query unless it comes with a scoring; rows
+    count one conditional each, an answer its ``spec_rows``."""
+    if plan.block_mode:
+        before = meta.served % ANSWERED
+        after = jnp.minimum(need.scoring, before + served_units * plan.unit_rows)
+        rows = after - before
+        queries = ((before == 0) & (rows > 0)).astype(jnp.int32)
+        spec = answered_now
+        queries = queries + (spec & (need.scoring == 0))
+    else:
+        before = meta.served
+        after = jnp.minimum(need.items, before + served_units)
+        rows = jnp.clip(after, 0, need.scoring) - jnp.clip(before, 0, need.scoring)
+        spec = need.has_spec & (before <= need.scoring) & (after > need.scoring)
+        queries = rows + spec
+    conditionals = rows + jnp.where(spec, need.spec_rows, 0)
+    added = jax.ops.segment_sum(
+        jnp.stack([queries, conditionals], axis=-1).astype(jnp.int32),
+        meta.draw,
+        plan.num_draws,
+    )
+    return added[:, 0], added[:, 1]
+
+
+def _scoring_steps(plan: Plan, item: Item, first, valid):
+    """Block mode: the steps of the scoring units' rows (``[B, L]``), and which exist."""
+    index = first[:, None] + jnp.arange(plan.unit_rows)[None, :]
+    exists = valid[:, None] & (index < item.scoring[:, None])
+    step = jnp.clip(item.block_start[:, None] + 1 + index, 0, plan.num_steps - 1)
+    return step, exists
 
 
 def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
@@ -137,11 +186,21 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
     cumulative = running_sum(need.units)
     total = jnp.where(quiet, jnp.minimum(cumulative[-1], plan.max_units), 0)
     trips = -(-total // chunk)
+    table = _items(plan, meta, need, cumulative)
     if plan.block_mode:
         answer_cumulative = running_sum(need.answer_units)
         answer_total = jnp.where(quiet, jnp.minimum(answer_cumulative[-1], plan.max_units), 0)
         trips = jnp.maximum(trips, -(-answer_total // chunk))
     window_rows, queries, conditionals = counters
+
+    def at(cumulative_units: Array, unit: Array, valid: Array) -> tuple[Array, Item]:
+        """The slots of ``unit`` (laid end to end by ``cumulative_units``) and their items."""
+        slot = jnp.minimum(count_at_most(cumulative_units, unit), size - 1)
+        slot = jnp.where(valid, slot, 0)
+        return slot, unpack(Item, table[slot])
+
+    def states(slot):
+        return unflatten(plan.state_layout, tuple(leaf[slot] for leaf in pool.x), 1)
 
     def record(work: Work, valid, codes, hit, step, draw) -> Array:
         """The first defect of the run so far (codes, row, step, draw)."""
@@ -152,34 +211,20 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
         found = jnp.stack([codes[lane], hit[lane], step[lane], draw[lane]])
         return jnp.where(jnp.any(bad) & (work.defect[0] == 0), found, work.defect)
 
-    def tally(work: Work, draw, evaluated, counted, used) -> Work:
-        """One query per ``evaluated`` lane, ``used`` conditionals per ``counted`` lane, to
-        their draws."""
-        drop = plan.num_draws
-        return work._replace(
-            queries=work.queries.at[jnp.where(evaluated, draw, drop)].add(1, mode="drop"),
-            conditionals=work.conditionals.at[jnp.where(counted, draw, drop)].add(
-                used, mode="drop"
-            ),
-        )
-
-    def deliver(work: Work, slot, exists, answer, used, evaluated, draw) -> Work:
+    def deliver(work: Work, slot, item: Item, exists, answer) -> Work:
         """Answers of ``slot`` (where ``exists``) into their destination buffers."""
-        target = (jnp.where(exists, slot, size), need.destination[slot])
+        target = (jnp.where(exists, slot, size), item.destination)
         answers = jax.tree.map(
             lambda leaf, new: leaf.at[target].set(new, mode="drop"), work.answers, answer
         )
-        return tally(work._replace(answers=answers), draw, evaluated, exists, used)
+        return work._replace(answers=answers)
 
-    def score(work: Work, slot, valid, step, exists, rows, log_mu, evaluated, used) -> Work:
+    def score(work: Work, slot, item: Item, valid, step, exists, rows, log_mu) -> Work:
         """Scoring rows (``[B, L, ...]`` with their ``[B, L]`` steps) into their blocks'
         scores and, for root windows, the verification buffers."""
-        draw = meta.draw[slot]
-        block_start = meta.block_start[slot][:, None]
-        is_window = ((slot < plan.num_draws) & (meta.verifying[slot] == 1))[:, None]
         window_target = (
-            jnp.where(exists & is_window, slot[:, None], plan.num_draws),
-            jnp.clip(step - block_start, 0, plan.window_size - 1),
+            jnp.where(exists & (item.is_window == 1)[:, None], slot[:, None], plan.num_draws),
+            jnp.clip(step - item.block_start[:, None], 0, plan.window_size - 1),
         )
         window_rows = jax.tree.map(
             lambda leaf, new: leaf.at[window_target].set(new, mode="drop"),
@@ -187,88 +232,77 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
             rows,
         )
         added = jnp.sum(jnp.where(exists, log_mu, 0.0), axis=1)
-        work = work._replace(
+        return work._replace(
             scores=work.scores.at[jnp.where(valid, slot, size), 0].add(added, mode="drop"),
             window_rows=window_rows,
         )
-        return tally(work, draw, evaluated, valid, used)
 
-    def answer_of(slot, step):
-        x = jax.tree.map(lambda leaf: leaf[slot], pool.x)
-        answer = sharded_batch(
+    def answer_of(x, step):
+        return sharded_batch(
             plan.mesh, jax.vmap(lambda x, k: process.query(x, k, plan.answer_rows)), x, step
         )
-        return x, answer
 
     def block_call(index, work: Work) -> Work:
         # scoring units: block-form calls of unit_rows rows
         unit = index * chunk + jnp.arange(chunk)
         valid = unit < total
-        slot, offset = _locate(cumulative, need.units, unit)
-        slot = jnp.where(valid, slot, 0)
-        first = meta.served[slot] % ANSWERED + offset * plan.unit_rows
-        x, rows, step, exists = _score_block(context, pool, meta, need, slot, first, valid)
+        slot, item = at(cumulative, unit, valid)
+        first = item.scored + (unit - item.before) * plan.unit_rows
+        step, exists = _scoring_steps(plan, item, first, valid)
+        x = states(slot)
+        rows = sharded_batch(plan.mesh, jax.vmap(process.score_rows), x, step, step)
         log_mu = jax.vmap(jax.vmap(process.target_logp, (None, 0, 0)))(x, step, rows)
-        # a slot's scoring (with its lookahead) counts as one query: its first unit
-        evaluated = valid & (first == 0) & jnp.any(exists, axis=1)
-        work = score(
-            work, slot, valid, step, exists, rows, log_mu, evaluated, jnp.sum(exists, axis=1)
-        )
+        work = score(work, slot, item, valid, step, exists, rows, log_mu)
         codes, hit, row = jax.vmap(process.rows_defect)(x, step, rows, exists)
         defect_step = step[jnp.arange(chunk), row]
-        work = work._replace(defect=record(work, valid, codes, hit, defect_step, meta.draw[slot]))
+        work = work._replace(defect=record(work, valid, codes, hit, defect_step, item.draw))
         # answers: one speculation-form query each
         exists = unit < answer_total
-        slot = jnp.where(exists, _locate(answer_cumulative, need.answer_units, unit)[0], 0)
-        step = need.spec_at[slot]
-        x, answer = answer_of(slot, step)
-        draw = meta.draw[slot]
-        evaluated = exists & (need.scoring[slot] == 0)
-        work = deliver(work, slot, exists, answer, need.spec_rows[slot], evaluated, draw)
-        codes, hit = jax.vmap(process.answer_defect)(x, step, answer)
-        return work._replace(defect=record(work, exists, codes, hit, step, draw))
+        slot, item = at(answer_cumulative, unit, exists)
+        x = states(slot)
+        answer = answer_of(x, item.spec_at)
+        work = deliver(work, slot, item, exists, answer)
+        codes, hit = jax.vmap(process.answer_defect)(x, item.spec_at, answer)
+        return work._replace(defect=record(work, exists, codes, hit, item.spec_at, item.draw))
 
     def set_call(index, work: Work) -> Work:
         unit = index * chunk + jnp.arange(chunk)
         valid = unit < total
-        slot, offset = _locate(cumulative, need.units, unit)
-        slot = jnp.where(valid, slot, 0)
-        first = meta.served[slot] + offset
-        draw = meta.draw[slot]
-        exists = valid & (first < need.items[slot])
-        scoring = first < need.scoring[slot]
-        step = jnp.where(scoring, meta.block_start[slot] + 1 + first, need.spec_at[slot])
+        slot, item = at(cumulative, unit, valid)
+        first = item.scored + unit - item.before
+        scoring = first < item.scoring
+        step = jnp.where(scoring, item.block_start + 1 + first, item.spec_at)
         step = jnp.clip(step, 0, plan.num_steps)
         safe_step = jnp.minimum(step, plan.num_steps - 1)
         if process.batched_queries:
             x = None
+            pooled = unflatten(plan.state_layout, pool.x, 1)
             answer = sharded_batch(
-                plan.mesh, lambda s, k: process.query_batch(pool.x, s, k), slot, step
+                plan.mesh, lambda s, k: process.query_batch(pooled, s, k), slot, step
             )
-            reduced, log_mu = process.score_batch(pool.x, slot, safe_step, answer)
+            reduced, log_mu = process.score_batch(pooled, slot, safe_step, answer)
             codes, hit = jax.vmap(nonfinite_defect)(answer)
         else:
-            x, answer = answer_of(slot, step)
+            x = states(slot)
+            answer = answer_of(x, step)
             reduced = jax.vmap(process.reduce)(x, safe_step, answer)
             log_mu = jax.vmap(process.target_logp)(x, safe_step, reduced)
             codes, hit = jax.vmap(process.answer_defect)(x, step, answer)
-        scores = exists & scoring
+        scores = valid & scoring
         work = score(
             work,
             slot,
+            item,
             valid,
             safe_step[:, None],
             scores[:, None],
             jax.tree.map(lambda leaf: leaf[:, None], reduced),
             log_mu[:, None],
-            scores,
-            jnp.where(scores, 1, 0),
         )
-        spec = exists & ~scoring
-        work = deliver(work, slot, spec, answer, need.spec_rows[slot], spec, draw)
-        return work._replace(defect=record(work, exists, codes, hit, step, draw))
+        work = deliver(work, slot, item, valid & ~scoring, answer)
+        return work._replace(defect=record(work, valid, codes, hit, step, item.draw))
 
-    work = Work(pool.scores, pool.answers, window_rows, queries, conditionals, defect)
+    work = Work(pool.scores, pool.answers, window_rows, defect)
     work = jax.lax.fori_loop(0, trips, block_call if plan.block_mode else set_call, work)
 
     # the slots whose query is complete take their answers
@@ -276,14 +310,15 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
     served_units = jnp.clip(total - before, 0, need.units)
     if plan.block_mode:
         scored = jnp.minimum(need.scoring, meta.served % ANSWERED + served_units * plan.unit_rows)
-        answered = (meta.served >= ANSWERED) | (
-            (need.answer_units > 0) & (answer_cumulative <= answer_total)
-        )
+        answered_now = (need.answer_units > 0) & (answer_cumulative <= answer_total)
+        answered = (meta.served >= ANSWERED) | answered_now
         complete = need.asks & (trips > 0) & (scored >= need.scoring) & (answered | ~need.has_spec)
         served = scored + jnp.where(answered, ANSWERED, 0)
     else:
+        answered_now = None
         served = jnp.minimum(need.items, meta.served + served_units)
         complete = need.asks & (trips > 0) & (served >= need.items)
+    added_queries, added_conditionals = _counted(plan, meta, need, served_units, answered_now)
     status = meta.status
     lookahead = (status == Status.SCORING) & wants_lookahead(plan, meta.block_end)
     arrived = jnp.where(
@@ -304,4 +339,11 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
     pool = pool._replace(meta=pack(meta), scores=work.scores, answers=work.answers)
     if plan.block_mode:
         total = total + answer_total
-    return pool, work.window_rows, work.queries, work.conditionals, work.defect, total
+    return (
+        pool,
+        work.window_rows,
+        queries + added_queries,
+        conditionals + added_conditionals,
+        work.defect,
+        total,
+    )

@@ -14,7 +14,7 @@ from numpyro_autospec.engine._failure import carried_failure
 from numpyro_autospec.engine._keys import engine_keys
 from numpyro_autospec.engine._loop import Context, run_loop
 from numpyro_autospec.engine._plan import Capacity, plan
-from numpyro_autospec.engine._pool import Meta, Status, unpack
+from numpyro_autospec.engine._pool import Meta, Status, unflatten, unpack
 
 __all__ = ["Samples", "run"]
 
@@ -89,7 +89,7 @@ def run(
     state = run_loop(context)
     draws = context.plan.num_draws
     meta = unpack(Meta, state.pool.meta[:draws])
-    x = jax.tree.map(lambda leaf: leaf[:draws], state.pool.x)
+    x = unflatten(context.plan.state_layout, tuple(leaf[:draws] for leaf in state.pool.x), 1)
     final = None
     if context.plan.final_query:
         final = jax.tree.map(lambda leaf: leaf[jnp.arange(draws), meta.buffer], state.pool.answers)

@@ -33,7 +33,7 @@ from numpyro_autospec._core.rejection import residual_log_accept_prob, speculati
 from numpyro_autospec._core.verification import VERIFIERS
 from numpyro_autospec.config import RootPolicy
 from numpyro_autospec.engine._plan import Plan
-from numpyro_autospec.engine._pool import NO_TRIAL, Meta, Scores, Status, choose
+from numpyro_autospec.engine._pool import NO_TRIAL, Meta, Scores, Status, choose, flatten, unflatten
 
 __all__ = [
     "Lane",
@@ -53,7 +53,7 @@ class Lane(NamedTuple):
     meta: Meta
     scores: Scores
     keys: Array  # key[3]
-    x: Any
+    x: tuple  # the process state's buffers (:class:`~numpyro_autospec.engine._pool.Layout`)
     answer: Any  # the current block's speculation answer (its owner's buffer)
     next_answer: Any  # the slot's lookahead buffer
     parent_answer: Any  # the parent's block answer (a trial's residual test)
@@ -65,7 +65,7 @@ class Moved(NamedTuple):
 
     meta: Meta
     scores: Scores
-    x: Any
+    x: tuple  # the process state's buffers
     reports: Array  # bool: a trial finished and reports to its parent
     accepted: Array  # bool: its residual test accepted it
 
@@ -150,11 +150,11 @@ def rows_after_block(plan: Plan, meta: Meta) -> Array:
     return jnp.where(meta.parent < 0, root, trial)
 
 
-def _verify(plan: Plan, process, lane: Lane, key_verify: Array):
+def _verify(plan: Plan, process, lane: Lane, x, key_verify: Array):
     """A scored root window ``[a, a+m)``: the longest valid prefix plus a corrected step
     (token or block verification).  Row 0 of the target rows is read from ``O_a``, the rest
     from the rows the scoring round stored.  Returns ``(x, cursor, full)``."""
-    meta, x, answer = lane.meta, lane.x, lane.answer
+    meta, answer = lane.meta, lane.answer
     length = meta.block_end - meta.block_start
     steps = jnp.minimum(meta.block_start + jnp.arange(plan.window_size), meta.block_end - 1)
     first = process.reduce(x, meta.block_start, answer)
@@ -185,7 +185,8 @@ def advance(context, lane: Lane) -> Moved:
     """The composed transition of one slot (the module docstring's four steps)."""
     plan, process = context.plan, context.process
     policy = plan.policy
-    meta, scores, x = lane.meta, lane.scores, lane.x
+    meta, scores = lane.meta, lane.scores
+    x = unflatten(plan.state_layout, lane.x)
     is_root = meta.parent < 0
 
     # the keys of the current block and of the next (``block_keys(key)[i]`` and
@@ -206,7 +207,7 @@ def advance(context, lane: Lane) -> Moved:
     if policy.rule is not None:
         verify = scored & (meta.verifying == 1)
         # a window's verification key is split(key)[1] = fold_in(key, 1)
-        x_verified, cursor_verified, full = _verify(plan, process, lane, key_accept)
+        x_verified, cursor_verified, full = _verify(plan, process, lane, x, key_accept)
         x = choose(verify, x_verified, x)
         meta = meta._replace(
             status=jnp.where(verify, Status.BLOCK_DONE, meta.status),
@@ -341,4 +342,4 @@ def advance(context, lane: Lane) -> Moved:
         owner=jnp.where(asks, lane.slot, meta.owner),
         buffer=jnp.where(asks, 0, meta.buffer),
     )
-    return Moved(meta, scores, x, finishing, finishing & accepted)
+    return Moved(meta, scores, flatten(plan.state_layout, x), finishing, finishing & accepted)
