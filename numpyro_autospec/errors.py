@@ -346,9 +346,9 @@ class TimeGridError(InputError, DenoiserError):
     grid constructor given a bad number of steps or end time.
 
     A grid is data handed to a sampler, so this is an
-    :class:`~numpyro_autospec.errors.InputError`; it is also a :class:`DenoiserError`, the
-    type the grid's checks raised before they had one of their own (a grid is the denoiser's
-    contract of times), so ``except InputError`` and ``except DenoiserError`` both catch it.
+    :class:`~numpyro_autospec.errors.InputError`; it is also a :class:`DenoiserError` (a grid
+    is the denoiser's contract of times), so ``except InputError`` and ``except
+    DenoiserError`` both catch it.
 
     >>> issubclass(TimeGridError, InputError), issubclass(TimeGridError, DenoiserError)
     (True, True)

@@ -21,11 +21,9 @@ environment variables below are set before JAX initializes its backend.
   workers, and the subprocesses of the tests that run scripts or several host devices, share
   it: a program compiled once (the same oracle type, shapes and configuration in another
   test) is loaded instead of compiled again, and a second run of the suite loads most of its
-  programs.  JAX does not keep programs with host callbacks, which every ``engine.run``
-  under a test's own ``jax.jit`` has: those are shared only inside a worker, through one
-  jitted function called with the oracle as an argument.  A loaded program is the program
-  XLA would compile; the compile events that tests count (:mod:`jax.monitoring`) fire for
-  loaded programs too.
+  programs (the engine's program has no host callback, so JAX keeps it).  A loaded program
+  is the program XLA would compile, so no check depends on the cache; the compile events
+  that tests count (:mod:`jax.monitoring`) fire for loaded programs too.
 * ``jax_numpy_rank_promotion="raise"``: implicit rank promotion is an error (as in Diffrax's
   ``test/conftest.py``), so shape bugs cannot hide behind broadcasting.
 * ``jax_cpu_enable_async_dispatch=False``: every computation runs in the thread that calls
@@ -118,40 +116,40 @@ settings.register_profile(
 )
 settings.load_profile("ci")
 
-#: seconds each file took in a run with two workers (the engine's files and the reference's
-#: measured with the current engine, the others in an earlier whole-suite run); only their
-#: order is used, and a file not listed runs after these, in collection order
+#: seconds each file took in a whole-suite run with two workers (``pytest -n 2 --durations=0``,
+#: setup and calls); only their order is used, and a file not listed runs after these, in
+#: collection order
 FILE_SECONDS = {
-    "tests/engine/test_scheduler.py": 576,
-    "tests/test_api_reference.py": 366,
-    "tests/engine/test_block_form.py": 288,
-    "tests/engine/test_sharding.py": 228,
-    "tests/test_examples.py": 172,
-    "tests/test_docs.py": 162,
-    "tests/infer/test_kernel.py": 160,
-    "tests/infer/test_gibbs.py": 92,
-    "tests/engine/test_diffusion.py": 160,
-    "tests/learned/test_denoiser.py": 120,
-    "tests/learned/test_transformer_exactness.py": 111,
-    "tests/engine/test_errors.py": 96,
-    "tests/learned/test_transformer_training.py": 81,
-    "tests/infer/test_traced_parameters.py": 76,
-    "tests/test_reference.py": 20,
+    "tests/engine/test_scheduler.py": 500,
+    "tests/test_api_reference.py": 289,
+    "tests/engine/test_block_form.py": 247,
+    "tests/test_examples.py": 235,
+    "tests/test_docs.py": 205,
+    "tests/infer/test_kernel.py": 194,
+    "tests/engine/test_diffusion.py": 184,
+    "tests/processes/test_diffusion.py": 144,
+    "tests/engine/test_sharding.py": 140,
+    "tests/learned/test_transformer_exactness.py": 133,
+    "tests/infer/test_traced_parameters.py": 111,
+    "tests/infer/test_gibbs.py": 105,
+    "tests/engine/test_errors.py": 94,
+    "tests/learned/test_denoiser.py": 93,
+    "tests/oracles/test_ising_chain.py": 84,
     "tests/infer/test_arviz.py": 76,
-    "tests/infer/test_tuning.py": 75,
-    "tests/infer/test_errors.py": 64,
-    "tests/oracles/test_ising_chain.py": 63,
-    "tests/infer/test_compilation.py": 49,
-    "tests/learned/test_transformer_kv_cache.py": 48,
-    "tests/processes/test_diffusion.py": 47,
-    "tests/learned/test_transformer.py": 39,
-    "tests/infer/test_distributions.py": 37,
+    "tests/learned/test_transformer_training.py": 71,
+    "tests/infer/test_tuning.py": 63,
+    "tests/oracles/test_hopfield.py": 62,
+    "tests/learned/test_transformer_kv_cache.py": 54,
+    "tests/engine/test_program_size.py": 43,
+    "tests/infer/test_errors.py": 43,
+    "tests/infer/test_distributions.py": 43,
+    "tests/learned/test_exactness.py": 41,
+    "tests/infer/test_compilation.py": 37,
     "tests/engine/test_validation.py": 36,
-    "tests/learned/test_oracle.py": 33,
-    "tests/oracles/test_hopfield.py": 27,
-    "tests/engine/test_program_size.py": 27,
-    "tests/baselines/test_picard.py": 25,
-    "tests/learned/test_exactness.py": 24,
+    "tests/learned/test_oracle.py": 31,
+    "tests/baselines/test_picard.py": 30,
+    "tests/test_example_diffusion.py": 29,
+    "tests/learned/test_transformer.py": 29,
 }
 
 

@@ -44,14 +44,11 @@ CONFIGS = {
 STARVED = Capacity(num_slots=2, max_queries=1, max_transitions=1)
 #: keys per engine call: the runs of one config and capacity share one compiled program, and
 #: the default capacity holds every task of its draws (6 slots a draw for the paper's root at
-#: n = 4, 2 for the others, at most 8192: ``engine.plan.plan``), so that every draw takes the
+#: n = 4, 2 for the others, at most 8192: ``engine._plan.plan``), so that every draw takes the
 #: reference's rounds (at 5000 keys the paper's draws would wait for slots)
 CHUNK = 500
-#: keys per call for the larger models (Curie-Weiss n = 32, Ising n = 48): up to a few hundred
-#: draws a pool compiles one batch size per query shape, at 500 or more two or three
-#: (``engine.buckets.buckets``), each a copy of the oracle and its scatters: 100 keys a call
-#: compile in about two thirds of the CPU time of 3000-4000 (Curie-Weiss n = 32: 27 s
-#: against 41 s; Ising n = 48: 37 s against 59 s) and draw as fast
+#: keys per call for the larger models (Curie-Weiss n = 32, Ising n = 48): their pools hold
+#: 100 draws, so that their slots' states stay small
 LARGE_MODEL_CHUNK = 100
 #: keys compared with the reference per config: one call of the shared program; a reference
 #: that differed on 1% of the keys would be caught with probability 0.993 (the reference's own
