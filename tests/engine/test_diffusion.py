@@ -23,8 +23,9 @@ matter.  Two-sample tests, fixed seeds, a test passes when ``p > 1e-4`` (``THRES
   the mixture (p <= 2.3e-6 on each projection), through the same helpers that the exact tests
   call; so is a speculation whose reported density is not that of its draws.
 
-The first engine draws are also compared draw for draw with the reference sampler
-(:func:`numpyro_autospec.reference.sample`): same values, rounds and queries.
+The first three engine draws are also compared with the reference sampler's for the same
+keys (:func:`numpyro_autospec.reference.sample`): the same values (to float32 rounding), at
+least the reference's rounds and at most its queries (:func:`assert_draws_are_the_reference`).
 
 One compiled engine program serves a right process and its wrong variant: the process is built
 inside ``jax.jit`` with the weight of its error term a traced argument (``error``), 0 for the
