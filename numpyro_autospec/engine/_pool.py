@@ -17,9 +17,8 @@ one ``float32[S, 2]`` array, so that a transition of every slot is one fused sel
 field; :class:`Meta` and :class:`Scores` are their column views.  Each slot also holds its
 process state ``x`` (one flat buffer per dtype, :class:`Layout`), three keys, and two answer
 buffers (its block's speculation answer and the lookahead), written only by the rounds and by
-reports.  Tasks are linked by slot index plus an
-``epoch`` that changes whenever a slot is freed or starts a new residual loop, so that stale
-trials recognise themselves as orphans.
+reports.  Tasks are linked by slot index plus an ``epoch`` that changes whenever a slot is
+freed or starts a new residual loop, so that stale trials recognise themselves as orphans.
 """
 
 from __future__ import annotations

@@ -141,20 +141,20 @@ def _items(plan: Plan, meta: Meta, need: Demand, cumulative: Array) -> Array:
     )
 
 
-def _counted(plan: Plan, meta: Meta, need: Demand, served_units: Array, answered_now: Array):
-    """The round's queries and conditionals per draw: a slot's scoring counts one query when
-    its first unit is evaluated, an answer one query unless it comes with a scoring; rows
-    count one conditional each, an answer its ``spec_rows``."""
+def _counted(plan: Plan, meta: Meta, need: Demand, after: Array, answered_now: Array | None):
+    """The round's queries and conditionals per draw, from the items each slot had been
+    served before the round (``meta.served``) and after it (``after``; block mode: its scoring
+    items, with ``answered_now`` its answer): a slot's scoring counts one query when its first
+    unit is evaluated, an answer one query unless it comes with a scoring; rows count one
+    conditional each, an answer its ``spec_rows``."""
     if plan.block_mode:
         before = meta.served % ANSWERED
-        after = jnp.minimum(need.scoring, before + served_units * plan.unit_rows)
         rows = after - before
         queries = ((before == 0) & (rows > 0)).astype(jnp.int32)
         spec = answered_now
         queries = queries + (spec & (need.scoring == 0))
     else:
         before = meta.served
-        after = jnp.minimum(need.items, before + served_units)
         rows = jnp.clip(after, 0, need.scoring) - jnp.clip(before, 0, need.scoring)
         spec = need.has_spec & (before <= need.scoring) & (after > need.scoring)
         queries = rows + spec
@@ -314,11 +314,12 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
         answered = (meta.served >= ANSWERED) | answered_now
         complete = need.asks & (trips > 0) & (scored >= need.scoring) & (answered | ~need.has_spec)
         served = scored + jnp.where(answered, ANSWERED, 0)
+        counted = _counted(plan, meta, need, scored, answered_now)
     else:
-        answered_now = None
         served = jnp.minimum(need.items, meta.served + served_units)
         complete = need.asks & (trips > 0) & (served >= need.items)
-    added_queries, added_conditionals = _counted(plan, meta, need, served_units, answered_now)
+        counted = _counted(plan, meta, need, served, None)
+    added_queries, added_conditionals = counted
     status = meta.status
     lookahead = (status == Status.SCORING) & wants_lookahead(plan, meta.block_end)
     arrived = jnp.where(
