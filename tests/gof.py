@@ -273,17 +273,32 @@ def assert_gof(
     label: str = "",
     min_expected: float = 5.0,
     kind: Literal["auto", "codes", "counts"] = "auto",
+    catches: tuple[float, float] | None = None,
 ) -> GofResult:
     """Assert that ``samples`` (codes or counts) follow the table ``probs``.
 
     Runs :func:`chisquare_gof` and raises :class:`AssertionError` when
     ``p_value <= threshold``, with the statistic, the p-value and the cells with the largest
     Pearson residuals in the message.  Returns the :class:`GofResult` otherwise.
+
+    ``catches=(delta, p)`` is the test's power statement, checked on the test that ran: the
+    draws must be at least :func:`power_draws` ``(delta, p, num_cells=...)`` with the cells
+    left after pooling, i.e. power 0.99 at ``threshold`` against an absolute error ``delta``
+    in a cell of probability ``p``; an :class:`AssertionError` otherwise.
     """
     result = chisquare_gof(samples, probs, min_expected=min_expected, kind=kind)
+    cells, impossible_hit = _gof_cells(samples, probs, min_expected, kind)
+    if catches is not None:
+        delta, p = catches
+        needed = power_draws(delta, p, threshold=threshold, num_cells=max(result.num_cells, 2))
+        draws = int(cells.observed.sum())
+        assert draws >= needed, (
+            f"{label or 'goodness of fit'}: {draws} draws over {result.num_cells} cells (after "
+            f"pooling) do not catch an error of {delta} in a cell of probability {p} at power "
+            f"0.99: that needs {needed}"
+        )
     if result.p_value > threshold:
         return result
-    cells, impossible_hit = _gof_cells(samples, probs, min_expected, kind)
     if not impossible_hit:
         cells = _pool(cells, min_expected)
     prefix = f"{label}: " if label else ""

@@ -176,6 +176,21 @@ def test_power_draws_one_proportion_formula():
     assert power_draws(delta, p, num_cells=27) > power_draws(delta, p)
 
 
+def test_power_statement_is_checked_on_the_cells_after_pooling():
+    """``catches`` counts the cells left after pooling: a sample enough for two cells but
+    not for the 27 of the table fails the statement, however good its fit."""
+    delta, p, cells = 0.02, HEAVY_PROBABILITY, Q**N_SITES
+    enough = power_draws(delta, p, num_cells=cells)
+    assert power_draws(delta, p) < 2 * enough // 3  # enough for two cells
+    probs = np.full(cells, (1 - p) / (cells - 1))
+    probs[0] = p
+    table = probs.reshape((Q,) * N_SITES)
+    assert_gof(draw_codes(table, enough, 6), table, catches=(delta, p))
+    short = draw_codes(table, 2 * enough // 3, 6)
+    with pytest.raises(AssertionError, match=r"over 27 cells \(after pooling\) do not catch"):
+        assert_gof(short, table, catches=(delta, p))
+
+
 # --------------------------------------------------------------------------------------------
 # Two samples
 # --------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 Its law is tested through the engine, which is a second implementation of the same function
 of the key: ``tests/engine/test_scheduler.py`` and ``tests/engine/test_block_form.py`` show the
 engine's draws equal the reference's key for key (every method, a random table, an
-inconsistent oracle with a fixed order and infilling, starved pools), and the engine's draws
+inconsistent oracle with a fixed order and infilling) and that a starved pool's draws equal an
+ample pool's (so they are the reference's function of the key too), and the engine's draws
 pass goodness-of-fit against the exact laws at 20 000-40 000 draws there, where the reference,
 a Python loop, would take minutes; the same files reject a deliberately wrong engine.
 """

@@ -194,7 +194,8 @@ def test_block_scoring_needs_fewer_evaluations_than_single_steps():
 @pytest.mark.slow
 def test_block_scoring_is_exact_on_a_table(table_draws):
     process, _, _, _, values = table_draws
-    assert_gof(encode_configurations(values, Q), np.exp(process.oracle.log_probs).ravel())
+    law = np.exp(process.oracle.log_probs).ravel()
+    assert_gof(encode_configurations(values, Q), law, catches=(0.013, 0.05))
 
 
 @pytest.mark.slow
@@ -202,7 +203,7 @@ def test_block_scoring_is_exact_for_an_inconsistent_oracle_with_infilling(infill
     process, _, _, _, values = infilling_draws
     assert (values[:, 1] == 2).all()
     expected = np.exp(process.oracle.sequential_log_probs(ORDER, OBSERVED, MASK)).ravel()
-    assert_gof(encode_configurations(values, Q), expected)
+    assert_gof(encode_configurations(values, Q), expected, catches=(0.011, 0.05))
 
 
 @pytest.fixture(scope="module")
@@ -220,10 +221,11 @@ def order_dependent_draws():
 @pytest.mark.slow
 def test_order_dependent_oracle_draws_the_random_order_sequential_law(order_dependent_draws):
     oracle, free, pinned, observed, mask = order_dependent_draws
-    assert_gof(encode_configurations(free, Q), random_order_law(oracle), label="free")
+    law = random_order_law(oracle)
+    assert_gof(encode_configurations(free, Q), law, label="free", catches=(0.013, 0.05))
     assert (pinned[:, 2] == 2).all()
     expected = random_order_law(oracle, observed, mask)
-    assert_gof(encode_configurations(pinned, Q), expected, label="observed")
+    assert_gof(encode_configurations(pinned, Q), expected, label="observed", catches=(0.011, 0.05))
 
 
 @pytest.mark.slow

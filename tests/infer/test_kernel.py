@@ -164,11 +164,12 @@ def test_exact_through_mcmc_on_a_table_and_infilling():
 
     x = samples["x"].reshape(-1, N)
     assert x.shape == (20_000, N)
-    assert_gof(encode_configurations(x, Q), np.exp(TABLE.log_probs).ravel(), label="kernel")
+    law = np.exp(TABLE.log_probs).ravel()
+    assert_gof(encode_configurations(x, Q), law, label="kernel", catches=(0.016, 0.05))
     infill = samples["infill"].reshape(-1, N)
     assert (infill[:, MASK] == OBSERVED[MASK]).all()
     expected = np.exp(TABLE.conditional_log_probs(OBSERVED, MASK)).ravel()
-    assert_gof(encode_configurations(infill, Q), expected, label="infilling")
+    assert_gof(encode_configurations(infill, Q), expected, label="infilling", catches=(0.016, 0.1))
 
 
 def test_parallel_chains_on_two_devices(tmp_path):

@@ -6,15 +6,17 @@ of the Euler-Maruyama chain *of the same network* on the same grid
 (:func:`numpyro_autospec.engine.sequential_run`), not the law of the data.  The check is a
 two-sample Kolmogorov-Smirnov test on four one-dimensional projections of the 64-pixel output
 (the first three principal axes of the digits and the mean pixel), fixed seeds, each passing
-when ``p > 1e-4`` (``THRESHOLD``; ``tests/gof.py``): ``ENGINE_DRAWS`` engine draws against
+when ``p > 1e-4`` (``THRESHOLD``; ``tests/gof.py``; the four together: a false-alarm rate of
+at most 4e-4 over seeds): ``ENGINE_DRAWS`` engine draws against
 ``CHAIN_DRAWS`` chain draws.  At these sizes (3000 against 30 000, an effective number of 2727
 draws) and ``p = 1e-4`` KS catches a difference of 0.065 between two CDFs at power 0.99
 (``(K^-1(1 - 1e-4) + z_0.99 / 2) / sqrt(2727)``, the largest pointwise variance 1/4; 0.043 is
 only the critical distance, caught at power 0.5), and only on those four projections.  The same
-test, with the same numbers of draws, rejects a wrong law: the network's correct Euler chain on a
-grid of half as many steps (the same end time; another process, not a broken engine).
-(A subtler one, the chain with its noise scaled by 1.1, is *not* caught at these sizes: p from
-0.003 to 0.24 on the four projections.)
+test, with the same numbers of draws, rejects the engine's draws with a broken target density
+(:class:`tests.engine.broken.TargetWithVarianceError`: the acceptance tests and the residual
+trials read a step density of twice the variance), drawn by the same compiled program as the
+correct draws (the error a traced weight).  (A subtler error, the chain with its noise scaled
+by 1.1, is *not* caught at these sizes: p from 0.003 to 0.24 on the four projections.)
 
 The network is tiny (two hidden layers of 32 units, ``TRAINING_STEPS`` Adam steps on the
 scikit-learn digits, about 5 s) and the grid coarse (``NUM_STEPS`` steps of
@@ -54,6 +56,7 @@ from numpyro_autospec.learned._denoiser import data_statistics
 from numpyro_autospec.learned._denoiser_training import denoising_loss
 from numpyro_autospec.processes import DiffusionProcess  # noqa: E402
 from numpyro_autospec.processes._time_grids import default_times  # noqa: E402
+from tests.engine.broken import TargetWithVarianceError  # noqa: E402
 from tests.gof import assert_two_sample  # noqa: E402
 
 THRESHOLD = 1e-4
@@ -108,15 +111,18 @@ def network_chain() -> np.ndarray:
     return chain_draws(DiffusionProcess(trained()[0], 64, TIMES), 3)
 
 
+@jax.jit
+def engine_draws(network, keys, error):
+    """Engine draws of :class:`TargetWithVarianceError` with the network, both traced: one
+    program for the exact draws (``error = 0``) and the wrong ones (``error = 1``)."""
+    return run(TargetWithVarianceError(network, 64, TIMES, error=error), keys, CONFIG)
+
+
 @functools.cache
-def engine_samples():
-    """``ENGINE_DRAWS`` engine draws (one pool), the network a traced argument, and the keys."""
+def engine_samples(error: float = 0.0):
+    """``ENGINE_DRAWS`` engine draws (one pool), and the keys."""
     keys = jax.random.split(jax.random.PRNGKey(2), ENGINE_DRAWS)
-
-    def draw(network, keys):
-        return run(DiffusionProcess(network, 64, TIMES), keys, CONFIG)
-
-    samples = jax.jit(draw)(trained()[0], keys)
+    samples = engine_draws(trained()[0], keys, jnp.float32(error))
     return jax.tree.map(np.asarray, samples), keys
 
 
@@ -253,11 +259,8 @@ def test_autospec_matches_the_euler_chain_of_the_same_network():
 
 
 def test_the_same_test_rejects_a_wrong_sampler():
-    """``ENGINE_DRAWS`` draws of the network's Euler chain on the coarser grid of
-    ``NUM_STEPS // 2`` steps (same end time) fail the test (measured: p ~ 1e-8 on three of the
-    four projections)."""
-    chain = network_chain()
-    coarse = DiffusionProcess(trained()[0], 64, default_times(NUM_STEPS // 2))
-    wrong = chain_draws(coarse, 4)[:ENGINE_DRAWS]
+    """The engine's ``ENGINE_DRAWS`` draws with the target density's variance doubled in its
+    acceptance tests (``error = 1``, the program of the exact draws) fail the test."""
+    wrong, _ = engine_samples(1.0)
     with pytest.raises(AssertionError, match="two-sample Kolmogorov-Smirnov failed"):
-        assert_same_law(wrong, chain, "coarser chain vs Euler chain")
+        assert_same_law(wrong.value, network_chain(), "broken engine vs Euler chain")

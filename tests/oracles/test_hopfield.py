@@ -212,8 +212,7 @@ def test_engine_draws_through_the_block_form_follow_the_random_order_law(gof_ora
     """The law is enumerated from the set form (``log_marginals``), not the block form."""
     oracle, draws, law = gof_oracle
     assert oracle.scores_blocks
-    result = assert_gof(encode_configurations(draws, 2), law)
-    assert result.num_cells == 28  # the power statement of the module docstring
+    assert_gof(encode_configurations(draws, 2), law, catches=(0.012, 0.05))  # the docstring's power
 
 
 @pytest.mark.slow

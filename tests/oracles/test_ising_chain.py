@@ -275,8 +275,7 @@ def test_engine_draws_through_the_block_form_follow_the_joint(gof_draws):
     chain, draws = gof_draws
     assert chain.scores_blocks
     law = np.exp(ising_chain_log_joint(chain.couplings, chain.fields))
-    result = assert_gof(encode_configurations(draws, 2), law)
-    assert result.num_cells == 29  # the power statement of the module docstring
+    assert_gof(encode_configurations(draws, 2), law, catches=(0.012, 0.05))  # the docstring's power
 
 
 @pytest.mark.slow
