@@ -37,9 +37,10 @@ try:  # JAX's switch behind jax.ensure_compile_time_eval (no public way to turn 
 except ImportError:  # pragma: no cover - a JAX without it: constants are folded eagerly
     _eager_constant_folding = None
 
-from numpyro_autospec.errors import OracleError
+from numpyro_autospec.errors import OracleError, first_line
 
 __all__ = [
+    "abstract_output",
     "concrete_value",
     "is_traced",
     "jit_over_parameters",
@@ -311,3 +312,32 @@ def register_parameters(data_fields: tuple[str, ...], static_fields: tuple[str, 
         return cls
 
     return register
+
+
+def abstract_output(
+    evaluate: Callable[[], Any], error: type[Exception], traced: str, expected: str
+) -> jax.ShapeDtypeStruct:
+    """The one array ``evaluate()`` returns, a shape evaluation (:func:`jax.eval_shape`) run
+    with constants staged (:func:`staged_constants`): the abstract signature check of an
+    oracle, a block form or a denoiser.  Raises ``error`` with ``traced`` (the function and
+    its argument shapes) when tracing fails, with ``expected`` (the array it must return) when
+    the output is not one array.
+
+    >>> import jax, jax.numpy as jnp
+    >>> spec = jax.ShapeDtypeStruct((3,), jnp.float32)
+    >>> abstract_output(lambda: jax.eval_shape(jnp.sin, spec), ValueError, "sin", "one array")
+    ShapeDtypeStruct(shape=(3,), dtype=float32)
+    >>> pair = lambda: jax.eval_shape(lambda y: (y, y), spec)
+    >>> abstract_output(pair, ValueError, "f", "f must return one array")
+    Traceback (most recent call last):
+    ...
+    ValueError: f must return one array, got PyTreeDef((*, *))
+    """
+    try:
+        with staged_constants():
+            output = evaluate()
+    except Exception as failure:
+        raise error(f"{traced}: {type(failure).__name__}: {first_line(failure)}") from failure
+    if not isinstance(output, jax.ShapeDtypeStruct):
+        raise error(f"{expected}, got {jax.tree_util.tree_structure(output)}")
+    return output

@@ -56,11 +56,8 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
-from numpyro_autospec.denoisers._validation import (
-    DenoiserError,
-    check_query_state,
-    check_query_time,
-)
+from numpyro_autospec.denoisers._validation import check_query_state, check_query_time
+from numpyro_autospec.errors import DenoiserError
 
 __all__ = ["GaussianMixtureDenoiser"]
 

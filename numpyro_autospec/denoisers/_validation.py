@@ -23,7 +23,7 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
-from numpyro_autospec._core.parameters import jit_over_parameters, staged_constants
+from numpyro_autospec._core.parameters import abstract_output, jit_over_parameters, staged_constants
 from numpyro_autospec.errors import (
     DEFECT_INFINITE,
     DEFECT_NAN,
@@ -37,19 +37,11 @@ from numpyro_autospec.errors import (
 )
 
 __all__ = [
-    "DEFECT_INFINITE",
-    "DEFECT_NAN",
-    "DEFECT_OK",
-    "DEFECT_OK",
-    "DEFECT_TIME",
-    "DenoiserError",
-    "TimeGridError",
     "check_denoiser_signature",
     "check_query_state",
     "check_query_time",
     "check_time_grid",
     "denoiser_defect",
-    "raise_if_defect",
     "validate_denoiser",
 ]
 
@@ -86,19 +78,12 @@ def check_denoiser_signature(
         raise DenoiserError(f"{name}.dim is {declared_dim} but the process expects dim={dim}")
     time_spec = jax.ShapeDtypeStruct((), jnp.float32)
     state_spec = jax.ShapeDtypeStruct((dim,), jnp.float32)
-    try:
-        with staged_constants():
-            output = jax.eval_shape(denoiser, time_spec, state_spec)
-    except Exception as error:
-        raise DenoiserError(
-            f"{name} could not be traced with t: float32[] and y: float32[{dim}]: "
-            f"{type(error).__name__}: {first_line(error)}"
-        ) from error
-    if not isinstance(output, jax.ShapeDtypeStruct):
-        raise DenoiserError(
-            f"{name} must return a single array of shape ({dim},), "
-            f"got {jax.tree_util.tree_structure(output)}"
-        )
+    output = abstract_output(
+        lambda: jax.eval_shape(denoiser, time_spec, state_spec),
+        DenoiserError,
+        f"{name} could not be traced with t: float32[] and y: float32[{dim}]",
+        f"{name} must return one array of shape ({dim},)",
+    )
     if output.shape != (dim,) or output.dtype != jnp.float32:
         raise DenoiserError(
             f"{name} must return float32[{dim}] (shape ({dim},)), "

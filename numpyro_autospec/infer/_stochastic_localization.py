@@ -74,10 +74,7 @@ class StochasticLocalization(OracleDistribution):
         posterior_rank=None,
         validate_args=None,
     ):
-        from numpyro_autospec.denoisers._validation import (
-            check_denoiser_signature,
-            check_time_grid,
-        )
+        from numpyro_autospec.denoisers._validation import check_denoiser_signature, check_time_grid
         from numpyro_autospec.processes._linear_response import check_speculation_variance
         from numpyro_autospec.processes._posterior_covariance import (
             check_posterior_rank,

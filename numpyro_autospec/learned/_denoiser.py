@@ -61,8 +61,7 @@ from jax import Array
 from jax.typing import ArrayLike
 
 from numpyro_autospec._core.parameters import real_parameter
-from numpyro_autospec.denoisers._validation import DenoiserError
-from numpyro_autospec.errors import positive_integer
+from numpyro_autospec.errors import DenoiserError, positive_integer
 
 __all__ = ["DenoiserConfig", "LearnedDenoiser", "data_statistics"]
 

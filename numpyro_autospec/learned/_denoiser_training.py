@@ -46,8 +46,7 @@ import optax
 from jax import Array
 from jax.typing import ArrayLike
 
-from numpyro_autospec.denoisers._validation import DenoiserError
-from numpyro_autospec.errors import ConfigError, positive_integer
+from numpyro_autospec.errors import ConfigError, DenoiserError, positive_integer
 from numpyro_autospec.learned._checkpoints import load_or_train
 from numpyro_autospec.learned._denoiser import DenoiserConfig, LearnedDenoiser, data_statistics
 from numpyro_autospec.processes._time_grids import DEFAULT_DATA_VARIANCE, DEFAULT_T_MAX

@@ -33,10 +33,7 @@ from jax.typing import ArrayLike
 
 from numpyro_autospec.errors import InputError, positive_integer
 from numpyro_autospec.oracles._base import AnyOrderOracle
-from numpyro_autospec.oracles._validation import (
-    check_oracle_signature,
-    check_order_and_observed,
-)
+from numpyro_autospec.oracles._validation import check_oracle_signature, check_order_and_observed
 
 __all__ = ["LearnedOracle", "learned_log_marginals", "network_sizes"]
 

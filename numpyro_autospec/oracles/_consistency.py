@@ -14,9 +14,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from numpyro_autospec._core.parameters import jit_over_parameters, staged_constants
+from numpyro_autospec._core.parameters import abstract_output, jit_over_parameters
+from numpyro_autospec.errors import OracleError
 from numpyro_autospec.oracles._base import AnyOrderOracle, marginal_conditionals
-from numpyro_autospec.oracles._validation import OracleError
 
 __all__ = ["check_block_form", "check_block_form_signature"]
 
@@ -55,21 +55,19 @@ shape (L, 2) = (2, 2) for L = 2 requested rows, got (2,)
         jax.ShapeDtypeStruct((2,), jnp.int32),
         jax.ShapeDtypeStruct((2,), jnp.int32),
     )
-    try:
-        with staged_constants():
-            output = _block_form.eval_shape(oracle, *specs)
-    except Exception as error:
-        raise OracleError(
-            f"{name}: log_conditionals could not be traced on (x: int32[{n}], ranks: "
-            f"int32[{n}], sites: int32[2], prefix_lengths: int32[2]): "
-            f"{type(error).__name__}: {error}"
-        ) from error
-    if not isinstance(output, jax.ShapeDtypeStruct) or output.shape != (2, q):
-        shape = getattr(output, "shape", jax.tree_util.tree_structure(output))
-        raise OracleError(
-            f"{name}: log_conditionals must return one array of shape (L, {q}) = (2, {q}) for "
-            f"L = 2 requested rows, got {shape}"
-        )
+    expected = (
+        f"{name}: log_conditionals must return one array of shape (L, {q}) = (2, {q}) for "
+        f"L = 2 requested rows"
+    )
+    output = abstract_output(
+        lambda: _block_form.eval_shape(oracle, *specs),
+        OracleError,
+        f"{name}: log_conditionals could not be traced on (x: int32[{n}], ranks: "
+        f"int32[{n}], sites: int32[2], prefix_lengths: int32[2])",
+        expected,
+    )
+    if output.shape != (2, q):
+        raise OracleError(f"{expected}, got {output.shape}")
     if not jnp.issubdtype(output.dtype, jnp.floating):
         raise OracleError(f"{name}: log_conditionals must return floats, got {output.dtype}")
 

@@ -31,7 +31,7 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
-from numpyro_autospec._core.parameters import staged_constants
+from numpyro_autospec._core.parameters import abstract_output
 from numpyro_autospec.errors import (
     DEFECT_INFINITE,
     DEFECT_NAN,
@@ -39,27 +39,16 @@ from numpyro_autospec.errors import (
     DEFECT_UNNORMALIZED,
     InputError,
     OracleError,
-    describe_defect,
-    first_line,
     positive_integer,
-    raise_if_defect,
 )
 
 __all__ = [
-    "DEFECT_INFINITE",
-    "DEFECT_NAN",
-    "DEFECT_OK",
-    "DEFECT_INFINITE",
-    "DEFECT_UNNORMALIZED",
     "OracleDefect",
-    "OracleError",
     "check_oracle_signature",
     "check_order_and_observed",
     "check_permutation",
     "check_values_in_support",
-    "describe_defect",
     "log_marginals_defect",
-    "raise_if_defect",
 ]
 
 
@@ -108,19 +97,12 @@ floating dtype, got shape (3,) and dtype float32
         raise OracleError(f"{name} must be callable, got {type(oracle).__name__}")
     x_spec = jax.ShapeDtypeStruct((n,), jnp.int32)
     mask_spec = jax.ShapeDtypeStruct((n,), jnp.bool_)
-    try:
-        with staged_constants():
-            output = jax.eval_shape(oracle, x_spec, mask_spec)
-    except Exception as error:
-        raise OracleError(
-            f"{name} could not be traced on (x: int32[{n}], mask: bool[{n}]): "
-            f"{type(error).__name__}: {first_line(error)}"
-        ) from error
-    if not isinstance(output, jax.ShapeDtypeStruct):
-        raise OracleError(
-            f"{name} must return one array of shape ({n}, {q}), "
-            f"got {jax.tree_util.tree_structure(output)}"
-        )
+    output = abstract_output(
+        lambda: jax.eval_shape(oracle, x_spec, mask_spec),
+        OracleError,
+        f"{name} could not be traced on (x: int32[{n}], mask: bool[{n}])",
+        f"{name} must return one array of shape ({n}, {q})",
+    )
     if output.shape != (n, q) or not jnp.issubdtype(output.dtype, jnp.floating):
         raise OracleError(
             f"{name} must return log-marginals of shape ({n}, {q}) with a floating "

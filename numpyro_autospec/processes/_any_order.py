@@ -34,14 +34,12 @@ import numpy as np
 from jax import Array
 
 from numpyro_autospec._core.rejection import categorical_rows
-from numpyro_autospec.errors import InputError
+from numpyro_autospec.errors import InputError, OracleError, describe_defect
 from numpyro_autospec.oracles._base import FunctionOracle, as_oracle
 from numpyro_autospec.oracles._consistency import check_block_form_signature
 from numpyro_autospec.oracles._validation import (
-    OracleError,
     check_permutation,
     check_values_in_support,
-    describe_defect,
     log_marginals_defect,
 )
 

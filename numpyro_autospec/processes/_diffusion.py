@@ -57,12 +57,8 @@ from jax import Array
 from jax.typing import ArrayLike
 
 from numpyro_autospec._core.prefix_sums import prefix_sum
-from numpyro_autospec.denoisers._validation import (
-    DenoiserError,
-    check_denoiser_signature,
-    check_time_grid,
-)
-from numpyro_autospec.errors import InputError, describe_defect, nonfinite_defect
+from numpyro_autospec.denoisers._validation import check_denoiser_signature, check_time_grid
+from numpyro_autospec.errors import DenoiserError, InputError, describe_defect, nonfinite_defect
 from numpyro_autospec.processes import _linear_response as linear_response
 from numpyro_autospec.processes._linear_response import check_speculation_variance
 from numpyro_autospec.processes._posterior_covariance import (

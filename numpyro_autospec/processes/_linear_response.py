@@ -47,7 +47,7 @@ import numpy as np
 from jax import Array
 
 from numpyro_autospec._core.prefix_sums import prefix_sum
-from numpyro_autospec.denoisers._validation import DenoiserError
+from numpyro_autospec.errors import DenoiserError
 from numpyro_autospec.processes._posterior_covariance import POSTERIOR
 from numpyro_autospec.processes._posterior_covariance import (
     full_precision_matmul as _matmul,

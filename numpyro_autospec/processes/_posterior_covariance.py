@@ -36,8 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import Array
 
-from numpyro_autospec.denoisers._validation import DenoiserError
-from numpyro_autospec.errors import positive_integer
+from numpyro_autospec.errors import DenoiserError, positive_integer
 
 __all__ = [
     "POSTERIOR",

@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
-from numpyro_autospec.denoisers._validation import TimeGridError, check_time_grid
-from numpyro_autospec.errors import positive_integer
+from numpyro_autospec.denoisers._validation import check_time_grid
+from numpyro_autospec.errors import TimeGridError, positive_integer
 
 __all__ = ["DEFAULT_DATA_VARIANCE", "DEFAULT_T_MAX", "default_times", "uniform_times"]
 

@@ -72,7 +72,7 @@ def test_signature_rejects_wrong_dtype() -> None:
 
 
 def test_signature_rejects_several_outputs() -> None:
-    with pytest.raises(DenoiserError, match="single array"):
+    with pytest.raises(DenoiserError, match=r"one array of shape \(3,\), got PyTreeDef"):
         check_denoiser_signature(lambda t, y: (y, y), DIM)
 
 
