@@ -42,6 +42,7 @@ from numpyro_autospec.errors import OracleError, first_line
 __all__ = [
     "abstract_output",
     "concrete_value",
+    "shown",
     "is_traced",
     "jit_over_parameters",
     "real_parameter",
@@ -341,3 +342,14 @@ def abstract_output(
     if not isinstance(output, jax.ShapeDtypeStruct):
         raise error(f"{expected}, got {jax.tree_util.tree_structure(output)}")
     return output
+
+
+def shown(value: ArrayLike) -> str:
+    """A scalar parameter as an oracle's ``repr`` shows it: its value, or ``traced``.
+
+    >>> import jax
+    >>> shown(0.25), jax.jit(lambda beta: print(shown(beta)) or beta)(1.0) is not None
+    traced
+    ('0.25', True)
+    """
+    return "traced" if is_traced(value) else f"{float(value):g}"

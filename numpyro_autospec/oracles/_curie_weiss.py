@@ -17,6 +17,7 @@ from numpyro_autospec._core.parameters import (
     is_traced,
     real_parameter,
     register_parameters,
+    shown,
 )
 from numpyro_autospec._core.prefix_sums import prefix_sum
 from numpyro_autospec.errors import OracleError, positive_integer
@@ -226,12 +227,9 @@ class CurieWeissOracle(AnyOrderOracle):
         self.h = real_parameter(h, "h", owner="CurieWeissOracle", shape=())
 
     def __repr__(self) -> str:
-        def show(value: ArrayLike) -> str:
-            return "traced" if is_traced(value) else f"{float(value):g}"
-
         return (
-            f"CurieWeissOracle(num_positions={self.num_positions}, beta={show(self.beta)}, "
-            f"h={show(self.h)})"
+            f"CurieWeissOracle(num_positions={self.num_positions}, beta={shown(self.beta)}, "
+            f"h={shown(self.h)})"
         )
 
     def log_marginals(self, x: Array, mask: Array) -> Array:

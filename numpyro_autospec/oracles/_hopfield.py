@@ -8,7 +8,12 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
-from numpyro_autospec._core.parameters import is_traced, real_parameter, register_parameters
+from numpyro_autospec._core.parameters import (
+    is_traced,
+    real_parameter,
+    register_parameters,
+    shown,
+)
 from numpyro_autospec._core.prefix_sums import prefix_sum
 from numpyro_autospec.errors import OracleError
 from numpyro_autospec.oracles._base import AnyOrderOracle
@@ -158,12 +163,9 @@ class HopfieldOracle(AnyOrderOracle):
         return cls(signs if is_traced(signs) else np.asarray(signs), beta, h)
 
     def __repr__(self) -> str:
-        def show(value: ArrayLike) -> str:
-            return "traced" if is_traced(value) else f"{float(value):g}"
-
         return (
             f"HopfieldOracle(num_patterns={self.patterns.shape[0]}, "
-            f"num_positions={self.num_positions}, beta={show(self.beta)}, h={show(self.h)})"
+            f"num_positions={self.num_positions}, beta={shown(self.beta)}, h={shown(self.h)})"
         )
 
     def log_marginals(self, x: Array, mask: Array) -> Array:

@@ -13,6 +13,7 @@ from numpyro_autospec._core.parameters import (
     is_traced,
     real_parameter,
     register_parameters,
+    shown,
 )
 from numpyro_autospec.errors import OracleError
 from numpyro_autospec.oracles._base import AnyOrderOracle
@@ -112,7 +113,7 @@ class PerturbedOracle(AnyOrderOracle):
         self.noise = noise if is_traced(noise) else np.asarray(noise, np.float32)
 
     def __repr__(self) -> str:
-        scale = "traced" if is_traced(self.scale) else f"{float(self.scale):g}"
+        scale = shown(self.scale)
         return f"PerturbedOracle({self.table!r}, scale={scale})"
 
     def log_marginals(self, x: Array, mask: Array) -> Array:
