@@ -7,11 +7,11 @@ decoding peers.  It is plain Python recursion over jitted process methods; the f
 (:mod:`numpyro_autospec.engine`) must produce **the same draws from the same keys** (both use
 :mod:`numpyro_autospec._core.rejection` for every random decision) and the same rounds.
 
-The root of a draw walks the steps left to right as its
-:class:`~numpyro_autospec.config.RootPolicy` says: recursion blocks (the paper, ``SAMPLE``
-below), verified windows (the self-speculative peers), or, by default for ``autospec`` on
-discrete processes, block-verified windows with a recursion block after a window that kept
-little (exact: verification leaves a valid prefix, continued by an exact sampler).
+The root of a draw walks the steps left to right as its root policy
+(:meth:`~numpyro_autospec.config.SamplerConfig.root_policy`) says: recursion blocks (the
+paper, ``SAMPLE`` below), verified windows (the self-speculative peers), or, by default for
+``autospec`` on discrete processes, block-verified windows with a recursion block after a
+window that kept little (exact: verification leaves a valid prefix, continued by an exact sampler).
 
 Cost model (docs/algorithm.md, section 1): a *round* is one batched oracle call, a *query* one
 oracle
@@ -288,8 +288,8 @@ class _Sampler:
 
     # ---------------------------------------------------------------------- root
     def draw(self, key) -> Draw:
-        """The root (:class:`~numpyro_autospec.config.RootPolicy`): root block ``j`` (a window
-        or a recursion block) uses the key ``fold_in(k_run, j)``."""
+        """The root (its root policy, ``self.policy``): root block ``j`` (a window or a
+        recursion block) uses the key ``fold_in(k_run, j)``."""
         p, policy = self.p, self.policy
         k_init, k_run = p.split(key)
         x = p.init(k_init)

@@ -7,7 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from numpyro_autospec.config import RootPolicy, SamplerConfig
+from numpyro_autospec._core.root_policy import RootPolicy
+from numpyro_autospec.config import SamplerConfig
 
 POLICIES = [
     SamplerConfig().root_policy(64),

@@ -20,7 +20,8 @@ import numpy as np
 from jax.sharding import Mesh
 
 from numpyro_autospec._core.rejection import batch_size
-from numpyro_autospec.config import Capacity, RootPolicy, SamplerConfig
+from numpyro_autospec._core.root_policy import RootPolicy
+from numpyro_autospec.config import Capacity, SamplerConfig
 from numpyro_autospec.engine._pool import Layout, layout
 from numpyro_autospec.engine._sharding import check_mesh
 from numpyro_autospec.errors import ConfigError, positive_integer

@@ -4,7 +4,7 @@ arrays.
 A *task* drives a range ``[start, stop)`` of steps of one draw through a sequence of blocks:
 
 * the **root** of draw ``d`` (slot ``d``) drives ``[0, N)`` in windows and recursion blocks, as
-  its :class:`~numpyro_autospec.config.RootPolicy` says;
+  its :class:`~numpyro_autospec._core.root_policy.RootPolicy` says;
 * a **residual trial** of a block ``[a, a+m)`` drives that range in two blocks, the halves
   ``[a, a + ceil(m/2))`` and ``[a + ceil(m/2), a + m)`` (docs/algorithm.md, section 3).
 

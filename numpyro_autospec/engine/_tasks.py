@@ -9,7 +9,7 @@ in a fixed sequence of masked steps (docs/algorithm.md, section 3):
    accept a scored recursion block with probability ``min(1, mu/nu)`` or start its residual
    loop, or take a leaf step;
 2. **move on** after a finished block: a trial runs its right half, a root follows its
-   :class:`~numpyro_autospec.config.RootPolicy` (:func:`next_root_block`);
+   :class:`~numpyro_autospec._core.root_policy.RootPolicy` (:func:`next_root_block`);
 3. **set up** a new block: a leaf, a speculation ``x' ~ nu`` from the known answer (scored in
    the next round, with the lookahead), or a query for ``O_a``;
 4. **finish** a range: a trial takes its residual test ``max(0, 1 - nu/mu)`` and reports to its
@@ -30,8 +30,8 @@ import jax.numpy as jnp
 from jax import Array
 
 from numpyro_autospec._core.rejection import residual_log_accept_prob, speculation_log_accept_prob
+from numpyro_autospec._core.root_policy import RootPolicy
 from numpyro_autospec._core.verification import VERIFIERS
-from numpyro_autospec.config import RootPolicy
 from numpyro_autospec.engine._plan import Plan
 from numpyro_autospec.engine._pool import NO_TRIAL, Meta, Scores, Status, choose, flatten, unflatten
 

@@ -14,7 +14,8 @@ Conventions
   the speculation of a block of up to ``R`` steps starting at ``a`` needs (any-order: the
   ``[R, q]`` conditionals of the steps ``a..a+R-1`` given the prefix; diffusion: the drift
   :math:`f(t_a, y_a)`); a *single-step answer* ``query(x, k, 1)`` what step ``k`` needs.
-  ``R`` is static (:attr:`~numpyro_autospec.config.RootPolicy.answer_rows`).  An answer of
+  ``R`` is static (the root policy's ``answer_rows``,
+  :attr:`~numpyro_autospec._core.root_policy.RootPolicy.answer_rows`).  An answer of
   ``r < R`` rows is the leading part of the answer of ``R`` rows (each leaf sliced to the smaller
   shape; diffusion answers do not depend on ``R``): the engine speculates a recursion block
   of at most ``r`` steps from that leading part.
