@@ -37,12 +37,11 @@ Run::
 from __future__ import annotations
 
 import argparse
-import os
 import textwrap
 import time
 
 import jax
-import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import numpyro
 from numpyro.infer import MCMC
@@ -63,8 +62,7 @@ from numpyro_autospec.learned import (
 )
 from numpyro_autospec.processes import AnyOrderProcess
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
+from _common import add_common_options, save_figure
 
 METHODS = ("autospec", "sequential", "kv-cache")
 
@@ -252,7 +250,7 @@ def shown(codes: np.ndarray, observed_mask: np.ndarray, hide: bool = False) -> s
     )
 
 
-def plot(results: dict, windows, observed_mask, metadata, args, path: str) -> None:
+def plot(results: dict, windows, observed_mask, metadata) -> plt.Figure:
     """Bars of rounds, forward passes and seconds per draw; the first window, masked and
     infilled by each method."""
     fig = plt.figure(figsize=(15, 5.5))
@@ -289,8 +287,7 @@ def plot(results: dict, windows, observed_mask, metadata, args, path: str) -> No
         fontsize=10,
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 def main(args: argparse.Namespace) -> dict:
@@ -319,10 +316,9 @@ def main(args: argparse.Namespace) -> dict:
         for method in METHODS:
             for draw in results[method]["draws"][index]:
                 print(f"  {method:<10} {decode(draw[~observed_mask])!r}")
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "code_infilling.png")
-    plot(results, windows, observed_mask, metadata, args, path)
-    print(f"\nfigure saved to {path} ({time.perf_counter() - start:.0f} s in all)")
+    fig = plot(results, windows, observed_mask, metadata)
+    print()
+    path = save_figure(fig, args.out, "code_infilling.png", dpi=110, started=start)
     return {"results": results, "metadata": metadata, "figure": path}
 
 
@@ -349,20 +345,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--num-examples", type=int, default=3, help="held-out windows infilled")
     parser.add_argument("--span-length", type=int, default=32, help="masked characters per window")
     parser.add_argument("--num-draws", type=int, default=2, help="draws per window and method")
-    parser.add_argument("--seed", type=int, default=0, help="seed of training and sampling")
-    parser.add_argument(
-        "--cache-dir",
-        default=None,
-        help="checkpoint cache (None: $NUMPYRO_AUTOSPEC_CACHE or ~/.cache/numpyro_autospec)",
-    )
-    parser.add_argument("--retrain", action="store_true", help="ignore a cached checkpoint")
-    parser.add_argument("--out", default="figures", help="directory for the figure")
-    parser.add_argument(
-        "--no-progress-bar",
-        dest="progress_bar",
-        action="store_false",
-        help="quiet training and sampling (NumPyro then compiles its sampling loop again at "
-        "every run, which the seconds per draw include)",
+    add_common_options(
+        parser,
+        seed_help="seed of training and sampling",
+        checkpoints=True,
+        quiet_help="quiet training and sampling (NumPyro then compiles its sampling loop again "
+        "at every run, which the seconds per draw include)",
     )
     return parser.parse_args(argv)
 

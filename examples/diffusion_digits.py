@@ -35,12 +35,11 @@ Run::
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import jax
 import jax.numpy as jnp
-import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import numpyro
 from numpyro.infer import MCMC
@@ -51,8 +50,7 @@ from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.denoisers import PointCloudDenoiser, digits_point_cloud
 from numpyro_autospec.processes import default_times
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
+from _common import add_common_options, save_figure
 
 
 def make_model(denoiser: PointCloudDenoiser, times: np.ndarray, posterior_rank: int | None = None):
@@ -138,8 +136,7 @@ def plot(
     sequential: np.ndarray,
     costs: dict[int, tuple[float, float]],
     num_steps: int,
-    path: str,
-) -> None:
+) -> plt.Figure:
     """Digits of both samplers (one mosaic each) and mean rounds against N (log-log)."""
     columns = int(np.ceil(np.sqrt(max(len(autospec), len(sequential)))))
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.8), width_ratios=[1, 1, 1.3])
@@ -159,8 +156,7 @@ def plot(
     ax.set_ylabel("mean rounds per draw")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
 def main(args: argparse.Namespace) -> dict:
@@ -190,10 +186,8 @@ def main(args: argparse.Namespace) -> dict:
     print()
     costs = rounds_against_n(denoiser, args, {args.num_steps: autospec})
 
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "diffusion_digits.png")
-    plot(draws["autospec"], draws["sequential"], costs, args.num_steps, path)
-    print(f"figure saved to {path}")
+    fig = plot(draws["autospec"], draws["sequential"], costs, args.num_steps)
+    path = save_figure(fig, args.out, "diffusion_digits.png")
     return {"draws": draws, "costs": costs, "figure": path}
 
 
@@ -217,11 +211,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="speculate with the response of a rank-R estimate of the posterior covariance "
         "(None: the drift frozen over a block, the paper)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
-    parser.add_argument("--out", default="figures", help="directory for the figure")
-    parser.add_argument(
-        "--no-progress-bar", dest="progress_bar", action="store_false", help="quiet run"
-    )
+    add_common_options(parser)
     return parser.parse_args(argv)
 
 

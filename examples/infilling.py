@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 
 import jax
 import jax.numpy as jnp
-import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import numpyro
 from numpyro.infer import MCMC
@@ -36,8 +35,7 @@ from numpyro_autospec import AnyOrderAR, AutospecKernel
 from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.oracles import IsingChainOracle
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
+from _common import add_common_options, save_figure
 
 
 def pinned_sites(n: int, num_pinned: int) -> tuple[np.ndarray, np.ndarray]:
@@ -129,11 +127,7 @@ def main(args: argparse.Namespace) -> dict:
     right.set_ylabel("probability")
     right.legend()
     fig.tight_layout()
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "infilling.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    print(f"figure saved to {path}")
+    path = save_figure(fig, args.out, "infilling.png")
     return {"x": x, "exact_up": exact_up, "wall_law": wall_law, "figure": path}
 
 
@@ -146,11 +140,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--num-chains", type=int, default=2, help="chains (vectorized: one shared pool)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
-    parser.add_argument("--out", default="figures", help="directory for the figure")
-    parser.add_argument(
-        "--no-progress-bar", dest="progress_bar", action="store_false", help="quiet run"
-    )
+    add_common_options(parser)
     return parser.parse_args(argv)
 
 

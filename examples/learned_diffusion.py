@@ -35,11 +35,10 @@ Run::
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import jax
-import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 
 from numpyro_autospec import StochasticLocalization
@@ -50,8 +49,7 @@ from numpyro_autospec.engine import run, sequential_run
 from numpyro_autospec.learned import DenoiserConfig, load_or_train_denoiser
 from numpyro_autospec.processes import default_times
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
+from _common import add_common_options, save_figure
 
 DIM = 64
 LABELS = ("learned", "exact point cloud")
@@ -84,7 +82,7 @@ def draw(process, method: str, args: argparse.Namespace, seed: int) -> dict:
     }
 
 
-def plot(results: dict, metadata: dict, args: argparse.Namespace, path: str) -> None:
+def plot(results: dict, metadata: dict, args: argparse.Namespace) -> plt.Figure:
     """Rows of digits for each (denoiser, sampler), mean rounds per draw, and the loss curve."""
     columns = args.num_samples
     fig = plt.figure(figsize=(0.75 * columns + 7.5, 4.6))
@@ -116,8 +114,7 @@ def plot(results: dict, metadata: dict, args: argparse.Namespace, path: str) -> 
         fontsize=10,
     )
     fig.subplots_adjust(left=0.04, right=0.98, bottom=0.12, top=0.88, wspace=0.3)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
 def main(args: argparse.Namespace) -> dict:
@@ -158,10 +155,7 @@ def main(args: argparse.Namespace) -> dict:
                 f"per draw (first run, compiling: {result['first_run_seconds']:.1f} s)",
                 flush=True,
             )
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "learned_diffusion.png")
-    plot(results, metadata, args, path)
-    print(f"figure saved to {path}")
+    path = save_figure(plot(results, metadata, args), args.out, "learned_diffusion.png")
     return {"results": results, "metadata": metadata, "figure": path}
 
 
@@ -181,14 +175,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=None,
         help="root recursion block (None: the whole path, the paper as written)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of training and sampling")
-    parser.add_argument(
-        "--cache-dir", default=None, help="checkpoint cache (None: ~/.cache/numpyro_autospec)"
-    )
-    parser.add_argument("--retrain", action="store_true", help="ignore a cached checkpoint")
-    parser.add_argument("--out", default="figures", help="directory for the figure")
-    parser.add_argument(
-        "--no-progress-bar", dest="progress_bar", action="store_false", help="quiet training"
+    add_common_options(
+        parser,
+        seed_help="seed of training and sampling",
+        checkpoints=True,
+        quiet_help="quiet training",
     )
     return parser.parse_args(argv)
 

@@ -37,11 +37,10 @@ Run::
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import jax
-import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import numpyro
 from numpyro.infer import MCMC
@@ -50,8 +49,7 @@ from numpyro_autospec import AnyOrderAR, AutospecKernel
 from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.learned import LearnedOracle, MaskedMLP, fit, order_averaged_nll
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
+from _common import add_common_options, save_figure
 
 NUM_PIXELS = 64
 
@@ -121,8 +119,7 @@ def plot(
     training_images: np.ndarray,
     losses: np.ndarray,
     costs: dict[str, tuple[float, float]],
-    path: str,
-) -> None:
+) -> plt.Figure:
     """Grids of autospec draws, sequential draws and training images, and the loss curve."""
     columns = int(np.ceil(np.sqrt(max(len(images) for images in draws.values()))))
     panels = [
@@ -145,8 +142,7 @@ def plot(
     ax.set_title("any-order objective (an upper bound on -log p)", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
 def main(args: argparse.Namespace) -> dict:
@@ -186,12 +182,9 @@ def main(args: argparse.Namespace) -> dict:
         f"{NUM_PIXELS} rounds; speed-up in rounds {NUM_PIXELS / costs['autospec'][0]:.1f}x)"
     )
 
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "learned_digits.png")
     shown = train[: max(len(draws["autospec"]), 1)]
-    plot(draws, shown, losses, costs, path)
-    total = time.perf_counter() - start
-    print(f"figure saved to {path} ({total:.0f} s in all)")
+    fig = plot(draws, shown, losses, costs)
+    path = save_figure(fig, args.out, "learned_digits.png", started=start)
     return {
         "draws": draws,
         "costs": costs,
@@ -212,11 +205,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--test-fraction", type=float, default=0.1, help="held-out images")
     parser.add_argument("--eval-orders", type=int, default=4, help="orders per held-out image")
     parser.add_argument("--num-samples", type=int, default=36, help="draws per sampler")
-    parser.add_argument("--seed", type=int, default=0, help="seed of training and sampling")
-    parser.add_argument("--out", default="figures", help="directory for the figure")
-    parser.add_argument(
-        "--no-progress-bar", dest="progress_bar", action="store_false", help="quiet run"
-    )
+    add_common_options(parser, seed_help="seed of training and sampling")
     return parser.parse_args(argv)
 
 

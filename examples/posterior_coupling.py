@@ -30,14 +30,13 @@ Run::
 
 from __future__ import annotations
 
-import os
 import time
 
 import arviz as az
 import jax
 import jax.monitoring
 import jax.numpy as jnp
-import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
@@ -48,8 +47,7 @@ from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.infer import AutospecGibbs
 from numpyro_autospec.oracles import CurieWeissOracle
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
+from _common import add_common_options, save_figure
 
 BETA_MAX = 2.0
 _COMPILE_SECONDS: list[float] = []
@@ -238,11 +236,7 @@ def main(args) -> dict:
     axes[2].minorticks_off()
     axes[2].legend(fontsize=8)
     figure.tight_layout()
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "posterior_coupling.png")
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    print(f"figure saved to {path}")
+    path = save_figure(figure, args.out, "posterior_coupling.png", dpi=110)
     return {"figure": path, "results": results, "rounds": rounds}
 
 
@@ -267,8 +261,7 @@ def parse_args(argv=None):
     parser.add_argument(
         "--num-draws", type=int, default=16, help="block updates per n, rounds panel"
     )
-    parser.add_argument("--seed", type=int, default=0, help="random seed")
-    parser.add_argument("--out", default="results", help="folder for the figure")
+    add_common_options(parser, seed_help="random seed", out_default="results", quiet_help=None)
     return parser.parse_args(argv)
 
 

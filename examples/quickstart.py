@@ -27,12 +27,11 @@ Run::
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import arviz as az
 import jax
-import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import numpyro
 from numpyro.infer import MCMC
@@ -41,8 +40,7 @@ from numpyro_autospec import AnyOrderAR, AutospecKernel
 from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.oracles import CurieWeissOracle
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
+from _common import add_common_options, save_figure
 
 
 def make_model(oracle: CurieWeissOracle):
@@ -80,7 +78,7 @@ def cost_table(costs: dict[str, tuple[np.ndarray, np.ndarray]], n: int) -> str:
     return "\n".join(lines)
 
 
-def plot(ups: np.ndarray, law: np.ndarray, rounds: np.ndarray, n: int, beta: float, path: str):
+def plot(ups: np.ndarray, law: np.ndarray, rounds: np.ndarray, n: int, beta: float) -> plt.Figure:
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     k = np.arange(n + 1)
     magnetization = 2 * k - n
@@ -105,8 +103,7 @@ def plot(ups: np.ndarray, law: np.ndarray, rounds: np.ndarray, n: int, beta: flo
     right.set_xscale("log")
     right.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
 def main(args: argparse.Namespace) -> dict:
@@ -142,10 +139,8 @@ def main(args: argparse.Namespace) -> dict:
         f"(E[M^2]/n^1.5 = {mean_exact / n**1.5:.3f})"
     )
 
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "quickstart.png")
-    plot(ups, law, costs["autospec"][0], n, args.beta, path)
-    print(f"figure saved to {path}")
+    fig = plot(ups, law, costs["autospec"][0], n, args.beta)
+    path = save_figure(fig, args.out, "quickstart.png")
     return {"ups": ups, "law": law, "costs": costs, "figure": path}
 
 
@@ -157,12 +152,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--num-chains", type=int, default=2, help="chains (vectorized: one shared pool)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
-    parser.add_argument("--out", default="figures", help="directory for the figure")
     parser.add_argument("--skip-sequential", action="store_true", help="no sequential run")
-    parser.add_argument(
-        "--no-progress-bar", dest="progress_bar", action="store_false", help="quiet run"
-    )
+    add_common_options(parser)
     return parser.parse_args(argv)
 
 
