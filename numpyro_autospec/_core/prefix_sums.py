@@ -37,7 +37,7 @@ def prefix_sum(values: ArrayLike, axis: int = 0) -> Array:
     >>> prefix_sum(jnp.ones((2, 3)), axis=1).tolist()
     [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]
     """
-    return _prefix_scan(values, axis, jnp.add, jnp.cumsum, 0)
+    return _prefix_scan(values, axis, jnp.add, jnp.sum, jnp.cumsum, 0)
 
 
 def prefix_max(values: ArrayLike, axis: int = 0) -> Array:
@@ -47,32 +47,53 @@ def prefix_max(values: ArrayLike, axis: int = 0) -> Array:
     >>> prefix_max(jnp.array([0.0, -1.0, 2.0, 1.0])).tolist()
     [0.0, 0.0, 2.0, 2.0]
     """
-    return _prefix_scan(values, axis, jnp.maximum, jax.lax.cummax, None)
+    return _prefix_scan(values, axis, jnp.maximum, jnp.max, jax.lax.cummax, None)
 
 
-#: axes up to this long take the library's reduction in one window
+#: axes up to this long take one window
 SHORT = 256
+
+#: a scan of an axis of ``n`` steps over ``m`` elements each (``n * n * m`` pairs) at most this
+#: large is one fused reduction over the pairs ``j <= i``, not a windowed reduction (which
+#: XLA:CPU splits into a tree of several kernels)
+PAIRS = 1 << 16
+
+
+def _scan(values: Array, reduce: Callable, library: Callable[..., Array], identity) -> Array:
+    """``library(values, axis=0)``: over every pair of steps where that is cheap."""
+    n = values.shape[0]
+    if n * n * math.prod(values.shape[1:]) > PAIRS:
+        return library(values, axis=0)
+    index = jnp.arange(n)
+    lower = (index[None, :] <= index[:, None]).reshape((n, n) + (1,) * (values.ndim - 1))
+    return reduce(jnp.where(lower, values[None], identity), axis=1)
 
 
 def _prefix_scan(
-    values: ArrayLike, axis: int, combine: Callable, library: Callable[..., Array], identity
+    values: ArrayLike,
+    axis: int,
+    combine: Callable,
+    reduce: Callable,
+    library: Callable[..., Array],
+    identity,
 ) -> Array:
     """``library(values, axis=axis)``, in blocks of about ``sqrt(n)`` along a long axis (the
-    module docstring); ``identity`` pads the last block (``None``: the dtype's lowest)."""
+    module docstring), each block's scan a reduction over pairs where that is cheap;
+    ``identity`` pads the last block (``None``: the dtype's lowest)."""
     values = jnp.moveaxis(jnp.asarray(values), axis, 0)
     n = values.shape[0]
-    if n <= SHORT:
-        return jnp.moveaxis(library(values, axis=0), 0, axis)
     if identity is None:
         dtype = values.dtype
         identity = -jnp.inf if jnp.issubdtype(dtype, jnp.floating) else jnp.iinfo(dtype).min
+    if n <= SHORT:
+        return jnp.moveaxis(_scan(values, reduce, library, identity), 0, axis)
     width = math.isqrt(n - 1) + 1
     blocks = -(-n // width)
     rest = values.shape[1:]
     padding = jnp.full((blocks * width - n, *rest), identity, values.dtype)
     grid = jnp.concatenate([values, padding]).reshape(blocks, width, *rest)
-    inner = library(grid, axis=1)
-    totals = library(inner[:, -1], axis=0)
+    inner = jnp.moveaxis(_scan(jnp.moveaxis(grid, 1, 0), reduce, library, identity), 0, 1)
+    totals = _scan(inner[:, -1], reduce, library, identity)
     carried = jnp.concatenate([jnp.full((1, *rest), identity, values.dtype), totals[:-1]])
     scanned = combine(inner, carried[:, None]).reshape(blocks * width, *rest)[:n]
     return jnp.moveaxis(scanned, 0, axis)

@@ -9,10 +9,11 @@ helper here is one or two kernels.  Longer axes keep ``jnp.cumsum`` and a binary
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from jax import Array
 
-__all__ = ["running_sum", "count_at_most", "first_true", "expand_demand"]
+__all__ = ["running_sum", "count_at_most", "first_true", "expand_demand", "segment_total"]
 
 #: axes longer than this take ``jnp.cumsum`` and a binary search (a comparison of every pair
 #: costs ``O(n^2)``: 0.2 ms at 32 x 512 pairs on a 2-core CPU, 1.1 ms at 256 x 4500)
@@ -35,6 +36,23 @@ def running_sum(values: Array) -> Array:
     index = jnp.arange(size)
     lower = (index[None, :] <= index[:, None]).reshape((size, size) + (1,) * (values.ndim - 1))
     return jnp.sum(jnp.where(lower, values[None], 0), axis=1)
+
+
+def segment_total(values: Array, segments: Array, count: int) -> Array:
+    """The sums of ``values`` (along the first axis) over each of the ``count`` segments
+    ``0..count-1`` named by ``segments`` (other ids are dropped):
+    ``jax.ops.segment_sum(values, segments, count)`` without its zeroed buffer and scatter.
+
+    >>> import jax.numpy as jnp
+    >>> segment_total(jnp.array([1, 2, 3, 4]), jnp.array([0, 2, 0, 5]), 3).tolist()
+    [4, 0, 2]
+    """
+    values = jnp.asarray(values)
+    if values.shape[0] * count > PAIRWISE * PAIRWISE:
+        return jax.ops.segment_sum(values, segments, count + 1)[:count]
+    match = segments[None, :] == jnp.arange(count)[:, None]
+    match = match.reshape(match.shape + (1,) * (values.ndim - 1))
+    return jnp.sum(jnp.where(match, values[None], 0), axis=1)
 
 
 def count_at_most(cumulative: Array, items: Array) -> Array:

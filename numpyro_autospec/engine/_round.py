@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
-from numpyro_autospec.engine._compact import count_at_most, running_sum
+from numpyro_autospec.engine._compact import count_at_most, running_sum, segment_total
 from numpyro_autospec.engine._plan import Plan
 from numpyro_autospec.engine._pool import Meta, Pool, Status, pack, unflatten, unpack
 from numpyro_autospec.engine._sharding import sharded_batch
@@ -159,10 +159,8 @@ def _counted(plan: Plan, meta: Meta, need: Demand, after: Array, answered_now: A
         spec = need.has_spec & (before <= need.scoring) & (after > need.scoring)
         queries = rows + spec
     conditionals = rows + jnp.where(spec, need.spec_rows, 0)
-    added = jax.ops.segment_sum(
-        jnp.stack([queries, conditionals], axis=-1).astype(jnp.int32),
-        meta.draw,
-        plan.num_draws,
+    added = segment_total(
+        jnp.stack([queries, conditionals], axis=-1).astype(jnp.int32), meta.draw, plan.num_draws
     )
     return added[:, 0], added[:, 1]
 

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 from jax import Array
 
 from numpyro_autospec._core.rejection import trial_keys
-from numpyro_autospec.engine._compact import expand_demand, first_true, running_sum
+from numpyro_autospec.engine._compact import expand_demand, first_true, running_sum, segment_total
 from numpyro_autospec.engine._plan import Plan
 from numpyro_autospec.engine._pool import NO_TRIAL, Meta, Pool, Status, pack, unpack
 from numpyro_autospec.engine._tasks import block_key, materialized
@@ -65,11 +65,11 @@ def counted_children(meta: Meta, parents: Meta) -> tuple[Array, Array]:
     size = meta.status.shape[0]
     child = (meta.status != Status.FREE) & (meta.parent >= 0)
     below = child & (meta.trial < parents.best_trial)
-    counts = jax.ops.segment_sum(
+    counts = segment_total(
         jnp.stack([child, below], axis=-1).astype(jnp.int32),
         jnp.where(child, meta.parent, size),
-        size + 1,
-    )[:size]
+        size,
+    )
     return counts[:, 0], counts[:, 1]
 
 
@@ -227,9 +227,7 @@ def admit(context, pool: Pool, meta: Meta, children: Array, orphan: Array):
         tail_rows=parents.next_rows,
         next_rows=zeros,
     )
-    spawned = jax.ops.segment_sum(
-        admitted.astype(jnp.int32), jnp.where(admitted, parent, size), size + 1
-    )[:size]
+    spawned = segment_total(admitted.astype(jnp.int32), jnp.where(admitted, parent, size), size)
 
     # new draws, in order, while the budget left after the trials lasts: a draw needs
     # ``depth`` slots to be sure to finish, and is started with room for ``SLACK`` times that
