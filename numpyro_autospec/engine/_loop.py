@@ -29,7 +29,7 @@ from jax import Array
 
 from numpyro_autospec.engine._compact import first_true
 from numpyro_autospec.engine._plan import Plan
-from numpyro_autospec.engine._pool import Meta, Pool, Scores, Status, flatten, pack, unpack
+from numpyro_autospec.engine._pool import Meta, Pool, Scores, Status, flatten, pack, repack, unpack
 from numpyro_autospec.engine._round import query_round
 from numpyro_autospec.engine._tasks import Lane, advance
 from numpyro_autospec.engine._trials import (
@@ -89,15 +89,17 @@ def one_pass(context: Context, state: EngineState) -> EngineState:
     plan = context.plan
     size, draws = plan.num_slots, plan.num_draws
     pool = state.pool
-    meta = resolve(plan, unpack(Meta, pool.meta), state.due)
+    stored = unpack(Meta, pool.meta)
+    meta = resolve(plan, stored, state.due)
     moving = events(meta)
 
     # the lanes: every slot, or the first ``lanes`` slots an event reached
     everyone = plan.lanes == size
     index = jnp.arange(size) if everyone else first_true(moving, plan.lanes)
     slot = jnp.minimum(index, size - 1)
-    packed = pack(meta)
-    lane_meta = meta if everyone else unpack(Meta, packed[slot])
+    packed = repack(pool.meta, stored, meta)
+    lane_rows = packed if everyone else packed[slot]
+    lane_meta = meta if everyone else unpack(Meta, lane_rows)
     parent = jnp.clip(lane_meta.parent, 0, size - 1)
     parents = unpack(Meta, packed[parent])
     take = (
@@ -120,7 +122,7 @@ def one_pass(context: Context, state: EngineState) -> EngineState:
     )
     moved = jax.vmap(lambda lane: advance(context, lane))(lane)
     active = moving[slot] & (index < size)
-    new_meta = pack(moved.meta)
+    new_meta = repack(lane_rows, lane_meta, moved.meta)
     if everyone:
         packed = jnp.where(active[:, None], new_meta, packed)
         scores = jnp.where(active[:, None], pack(moved.scores), pool.scores)
@@ -138,15 +140,11 @@ def one_pass(context: Context, state: EngineState) -> EngineState:
         x = jax.tree.map(lambda leaf, new: leaf.at[target].set(new, mode="drop"), pool.x, moved.x)
     pool = pool._replace(meta=packed, scores=scores, x=x)
     pool, meta = apply_reports(
-        plan,
-        pool,
-        unpack(Meta, packed),
-        jnp.where(active, index, size),
-        moved._replace(meta=unpack(Meta, new_meta)),
+        plan, pool, unpack(Meta, packed), jnp.where(active, index, size), moved
     )
 
     # admission, then what the next pass resolves and frees
-    parents = unpack(Meta, pack(meta)[jnp.clip(meta.parent, 0, size - 1)])
+    parents = unpack(Meta, pool.meta[jnp.clip(meta.parent, 0, size - 1)])
     children, below = counted_children(meta, parents)
     orphan = orphans(meta, parents)
     pool, meta, spawned = admit(context, pool, meta, children, orphan)

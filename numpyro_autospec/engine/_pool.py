@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import Array
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "flatten",
     "unflatten",
     "pack",
+    "repack",
     "unpack",
     "choose",
 ]
@@ -168,10 +170,43 @@ def unflatten(layout: Layout, buffers: tuple, lead: int = 0):
 
 
 def pack(view: NamedTuple) -> Array:
-    """The columns of ``view`` stacked along the last axis."""
-    columns = [jnp.asarray(column) for column in view]
-    dtype = jnp.result_type(*columns)
-    return jnp.stack([column.astype(dtype) for column in columns], axis=-1)
+    """The columns of ``view`` stacked along the last axis (a column given as a Python number
+    is that constant in every row)."""
+    return _written(None, view, [True] * len(view))
+
+
+def repack(rows: Array, old: NamedTuple, new: NamedTuple) -> Array:
+    """``pack(new)``, given ``rows = pack(old)``: only the columns of ``new`` that are not
+    ``old``'s (the same arrays) are written, the rest stays as it is in ``rows``."""
+    return _written(rows, new, [a is not b for a, b in zip(new, old, strict=True)])
+
+
+def _written(base: Array | None, view: NamedTuple, written: list[bool]) -> Array:
+    """``base`` with the ``written`` columns of ``view``: the arrays in one stack, the Python
+    numbers from one constant row, then one select (``None``: nothing to keep)."""
+    numbers = np.array(
+        [w and isinstance(c, int | float) for c, w in zip(view, written, strict=True)]
+    )
+    arrays = np.array(written) & ~numbers
+    if not arrays.any() and not numbers.any():
+        return base
+    columns = [jnp.asarray(column) for column, keep in zip(view, arrays, strict=True) if keep]
+    dtype = base.dtype if base is not None else jnp.result_type(*columns, *view)
+    if base is not None:
+        shape = base.shape[:-1]
+    else:
+        shape = jnp.broadcast_shapes(*(column.shape for column in columns))
+    constants = np.array(
+        [c if number else 0 for c, number in zip(view, numbers, strict=True)], dtype
+    )
+    out = jnp.asarray(constants) if base is None else jnp.where(numbers, constants, base)
+    if not arrays.any():
+        return jnp.broadcast_to(out, shape + (len(view),))
+    stacked = jnp.stack([jnp.broadcast_to(c.astype(dtype), shape) for c in columns], axis=-1)
+    if arrays.all():
+        return stacked
+    place = np.maximum(np.cumsum(arrays) - 1, 0)
+    return jnp.where(arrays, stacked[..., place], out)
 
 
 def unpack(cls, array: Array):

@@ -34,7 +34,7 @@ from jax import Array
 
 from numpyro_autospec.engine._compact import count_at_most, running_sum, segment_total
 from numpyro_autospec.engine._plan import Plan
-from numpyro_autospec.engine._pool import Meta, Pool, Status, pack, unflatten, unpack
+from numpyro_autospec.engine._pool import Meta, Pool, Status, pack, repack, unflatten, unpack
 from numpyro_autospec.engine._sharding import sharded_batch
 from numpyro_autospec.engine._tasks import wants_lookahead
 from numpyro_autospec.engine._trials import next_buffer
@@ -179,7 +179,7 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
     ``(pool, window_rows, queries, conditionals, defect, U)``."""
     plan, process = context.plan, context.process
     size, chunk = plan.num_slots, plan.chunk
-    meta = unpack(Meta, pool.meta)
+    stored = meta = unpack(Meta, pool.meta)
     need = demand(plan, meta)
     cumulative = running_sum(need.units)
     total = jnp.where(quiet, jnp.minimum(cumulative[-1], plan.max_units), 0)
@@ -335,7 +335,9 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
         has_answer=jnp.where(complete & (status != Status.SCORING), 1, meta.has_answer),
         has_next=jnp.where(complete & lookahead, 1, meta.has_next),
     )
-    pool = pool._replace(meta=pack(meta), scores=work.scores, answers=work.answers)
+    pool = pool._replace(
+        meta=repack(pool.meta, stored, meta), scores=work.scores, answers=work.answers
+    )
     if plan.block_mode:
         total = total + answer_total
     return (

@@ -28,12 +28,13 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import Array
 
 from numpyro_autospec._core.rejection import trial_keys
 from numpyro_autospec.engine._compact import expand_demand, first_true, running_sum, segment_total
 from numpyro_autospec.engine._plan import Plan
-from numpyro_autospec.engine._pool import NO_TRIAL, Meta, Pool, Status, pack, unpack
+from numpyro_autospec.engine._pool import NO_TRIAL, Meta, Pool, Status, repack, unpack
 from numpyro_autospec.engine._tasks import block_key, materialized
 
 __all__ = [
@@ -57,6 +58,25 @@ class Pending(NamedTuple):
     resolved: Array  # bool[S]: waiting tasks whose winner is known and earlier trials done
     exhausted: Array  # bool[S]: waiting tasks whose batch is done without a winner
     orphans: Array  # bool[S]: trials whose parent resolved, moved on or was freed
+
+
+#: the parent's field each field of a spawned trial starts from: its draw, its parent's epoch,
+#: its range (the parent's block), its answer's buffer and the rows of its lookahead; the others
+#: are written (:func:`admit`)
+INHERITED = np.array(
+    [
+        Meta._fields.index(
+            {
+                "parent_epoch": "epoch",
+                "start": "block_start",
+                "stop": "block_end",
+                "cursor": "block_start",
+                "tail_rows": "next_rows",
+            }.get(field, field)
+        )
+        for field in Meta._fields
+    ]
+)
 
 
 def counted_children(meta: Meta, parents: Meta) -> tuple[Array, Array]:
@@ -122,7 +142,7 @@ def apply_reports(plan: Plan, pool: Pool, meta: Meta, lanes: Array, moved) -> tu
     size = plan.num_slots
     reporter = moved.meta
     parent = jnp.clip(reporter.parent, 0, size - 1)
-    parents = unpack(Meta, pack(meta)[parent])
+    parents = unpack(Meta, pool.meta[parent])
     valid = (
         moved.reports
         & (lanes < size)
@@ -133,8 +153,11 @@ def apply_reports(plan: Plan, pool: Pool, meta: Meta, lanes: Array, moved) -> tu
     best = meta.best_trial.at[jnp.where(accepted, parent, size)].min(reporter.trial, mode="drop")
     winner = accepted & (best[parent] == reporter.trial)
     target = jnp.where(winner, parent, size)
-    meta = meta._replace(
-        best_trial=best, has_next=meta.has_next.at[target].set(reporter.has_answer, mode="drop")
+    stored, meta = (
+        meta,
+        meta._replace(
+            best_trial=best, has_next=meta.has_next.at[target].set(reporter.has_answer, mode="drop")
+        ),
     )
     scores = pool.scores.at[target, 0].set(moved.scores.log_mu_total, mode="drop")
     x = jax.tree.map(lambda leaf, new: leaf.at[target].set(new, mode="drop"), pool.x, moved.x)
@@ -143,7 +166,8 @@ def apply_reports(plan: Plan, pool: Pool, meta: Meta, lanes: Array, moved) -> tu
     answers = jax.tree.map(
         lambda leaf: leaf.at[destination].set(leaf[source], mode="drop"), pool.answers
     )
-    return pool._replace(scores=scores, x=x, answers=answers), meta
+    rows = repack(pool.meta, stored, meta)
+    return pool._replace(meta=rows, scores=scores, x=x, answers=answers), meta
 
 
 def admit(context, pool: Pool, meta: Meta, children: Array, orphan: Array):
@@ -189,43 +213,38 @@ def admit(context, pool: Pool, meta: Meta, children: Array, orphan: Array):
 
     # the children: a trial of its parent's block, its left half first, reading the parent's
     # speculation answer (its first half's O_a)
-    parents = unpack(Meta, pack(meta)[parent])
+    parent_rows = pool.meta[parent]
+    parents = unpack(Meta, parent_rows)
     trial = parents.trial_next + offset
     block = materialized(jax.vmap(block_key)(parents, pool.keys[parent]))
     key_residual = materialized(jax.vmap(jax.random.fold_in)(block, jnp.full_like(trial, 2)))
     key_left, key_right, key_accept = jax.vmap(trial_keys)(key_residual, trial)
-    zeros = jnp.zeros_like(trial)
     start = parents.block_start
     half = (length[parent] + 1) // 2
-    child = Meta(
-        status=zeros + Status.START,
-        draw=parents.draw,
+    # a child's row starts as its parent's with the inherited fields moved into place
+    # (INHERITED), then the rest written
+    inherited_rows = parent_rows[:, INHERITED]
+    inherited = unpack(Meta, inherited_rows)
+    child = inherited._replace(
+        status=Status.START,
         parent=parent,
-        parent_epoch=parents.epoch,
         epoch=meta.epoch[jnp.minimum(destination, size - 1)] + 1,
         trial=trial,
-        start=start,
-        stop=parents.block_end,
         max_block=half,
-        block_index=zeros,
-        block_start=start,
+        block_index=0,
         block_end=start + half,
-        cursor=start,
-        served=zeros,
-        has_answer=zeros + 1,
-        has_next=zeros,
-        owner=parents.owner,
-        buffer=parents.buffer,
-        verifying=zeros,
-        window=zeros,
-        advanced=zeros,
-        windows=zeros,
-        trial_next=zeros,
-        batch=zeros,
-        batch_end=zeros,
-        best_trial=zeros + NO_TRIAL,
-        tail_rows=parents.next_rows,
-        next_rows=zeros,
+        served=0,
+        has_answer=1,
+        has_next=0,
+        verifying=0,
+        window=0,
+        advanced=0,
+        windows=0,
+        trial_next=0,
+        batch=0,
+        batch_end=0,
+        best_trial=NO_TRIAL,
+        next_rows=0,
     )
     spawned = segment_total(admitted.astype(jnp.int32), jnp.where(admitted, parent, size), size)
 
@@ -242,11 +261,15 @@ def admit(context, pool: Pool, meta: Meta, children: Array, orphan: Array):
         starts = idle & (running_sum(idle.astype(jnp.int32)) * root_cost <= budget - spent)
     else:
         starts = idle
-    meta = meta._replace(
-        status=jnp.where(starts, Status.START, meta.status),
-        trial_next=meta.trial_next + spawned,
+    stored, meta = (
+        meta,
+        meta._replace(
+            status=jnp.where(starts, Status.START, meta.status),
+            trial_next=meta.trial_next + spawned,
+        ),
     )
-    packed = pack(meta).at[destination].set(pack(child), mode="drop")
+    packed = repack(pool.meta, stored, meta)
+    packed = packed.at[destination].set(repack(inherited_rows, inherited, child), mode="drop")
     keys = pool.keys.at[destination].set(
         jnp.stack([key_left, key_right, key_accept], axis=1), mode="drop"
     )
