@@ -149,7 +149,7 @@ def one_pass(context: Context, state: EngineState) -> EngineState:
     orphan = orphans(meta, parents)
     pool, meta, spawned = admit(context, pool, meta, children, orphan)
     due = pending(meta, children + spawned, below, orphan)
-    quiet = ~(jnp.any(events(meta)) | jnp.any(due.resolved | due.exhausted | due.orphans))
+    quiet = ~jnp.any(events(meta) | due.resolved | due.exhausted | due.orphans)
 
     # the round, when nothing can move without it
     pool, window_rows, queries, conditionals, defect, units = query_round(

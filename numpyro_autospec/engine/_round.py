@@ -252,8 +252,7 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
         log_mu = jax.vmap(jax.vmap(process.target_logp, (None, 0, 0)))(x, step, rows)
         work = score(work, slot, item, valid, step, exists, rows, log_mu)
         codes, hit, row = jax.vmap(process.rows_defect)(x, step, rows, exists)
-        defect_step = step[jnp.arange(chunk), row]
-        work = work._replace(defect=record(work, valid, codes, hit, defect_step, item.draw))
+        scoring = (valid, codes, hit, step[jnp.arange(chunk), row], item.draw)
         # answers: one speculation-form query each
         exists = unit < answer_total
         slot, item = at(answer_cumulative, unit, exists)
@@ -261,7 +260,10 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
         answer = answer_of(x, item.spec_at)
         work = deliver(work, slot, item, exists, answer)
         codes, hit = jax.vmap(process.answer_defect)(x, item.spec_at, answer)
-        return work._replace(defect=record(work, exists, codes, hit, item.spec_at, item.draw))
+        # the call's first defect: its scoring rows', then its answers'
+        answers = (exists, codes, hit, item.spec_at, item.draw)
+        both = [jnp.concatenate(pair) for pair in zip(scoring, answers, strict=True)]
+        return work._replace(defect=record(work, *both))
 
     def set_call(index, work: Work) -> Work:
         unit = index * chunk + jnp.arange(chunk)
