@@ -36,8 +36,8 @@ def set_form(x, mask):
 
 
 CASES = {
-    "block-form": (AnyOrderProcess(CURIE_WEISS, N, 2), 370),
-    "set-form": (AnyOrderProcess(set_form, 256, 2), 314),
+    "block-form": (AnyOrderProcess(CURIE_WEISS, N, 2), 315),
+    "set-form": (AnyOrderProcess(set_form, 256, 2), 271),
 }
 
 
