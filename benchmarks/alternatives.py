@@ -50,7 +50,6 @@ import argparse
 import csv
 import itertools
 import os
-import subprocess
 import sys
 import time
 
@@ -58,7 +57,7 @@ import arviz
 import jax
 import jax.numpy as jnp
 import matplotlib
-from csv_tables import write_csv
+from csv_tables import git_commit, markdown_row, markdown_table, write_csv
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -366,19 +365,30 @@ def diffusion_rows(num_steps, args, report):
 
 # ------------------------------------------------------------------------------ report
 def format_row(entry: dict) -> str:
-    p_value = entry["bias_p_value"]
-    return (
-        f"| {entry['section']} | {entry['target']} | {entry['size']} | {entry['method']} | "
-        f"{entry['setting']} | {entry['draws']} | {entry['mean_rounds']:.1f} | "
-        f"{entry['mean_queries']:.1f} | {entry['bias_metric']} | {entry['bias']:.3f} | "
-        f"{p_value:.2g} | {entry['ess']:.0f} | {entry['ess_per_second']:.3g} | "
-        f"{entry['ess_per_round']:.3g} |"
+    return markdown_row(
+        [
+            entry["section"],
+            entry["target"],
+            entry["size"],
+            entry["method"],
+            entry["setting"],
+            entry["draws"],
+            f"{entry['mean_rounds']:.1f}",
+            f"{entry['mean_queries']:.1f}",
+            entry["bias_metric"],
+            f"{entry['bias']:.3f}",
+            f"{entry['bias_p_value']:.2g}",
+            f"{entry['ess']:.0f}",
+            f"{entry['ess_per_second']:.3g}",
+            f"{entry['ess_per_round']:.3g}",
+        ]
     )
 
 
-HEADER = (
-    "| section | target | size | method | setting | draws | rounds | queries | bias metric | "
-    "bias | p | ESS | ESS/s | ESS/round |\n|" + "---|" * 14
+#: the table's header and separator lines (its rows are printed as they are measured)
+HEADER = markdown_table(
+    "section | target | size | method | setting | draws | rounds | queries | bias metric "
+    "| bias | p | ESS | ESS/s | ESS/round"
 )
 
 
@@ -513,21 +523,6 @@ def plot(rows: list[dict], out_dir: str) -> list[str]:
     paths.append(os.path.join(out_dir, "alternatives_ess.png"))
     figure.savefig(paths[-1], dpi=120)
     return paths
-
-
-def git_commit() -> str:
-    try:
-        output = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            cwd=HERE,
-            check=True,
-            timeout=60,
-        )
-        return output.stdout.strip()
-    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
-        return "unknown"
 
 
 def main(args: argparse.Namespace) -> list[dict]:

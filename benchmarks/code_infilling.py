@@ -38,7 +38,7 @@ import time
 
 import jax
 import numpy as np
-from csv_tables import write_csv
+from csv_tables import markdown_table, write_csv
 
 from numpyro_autospec._core.script_help import script_parser
 
@@ -122,22 +122,28 @@ def measure(oracle, windows: np.ndarray, observed_mask, config, draws: int) -> l
 
 def table(rows: list[dict], n: int) -> str:
     header = (
-        "| free sites | method | rounds/draw (max) | forward passes/draw | conditionals/draw "
-        "| s/draw | CPU s/draw | sequential s / this s | kv-cache s / this s |"
+        "free sites | method | rounds/draw (max) | forward passes/draw | conditionals/draw "
+        "| s/draw | CPU s/draw | sequential s / this s | kv-cache s / this s"
     )
-    lines = [header, "|" + "---|" * 9]
+    body = []
     for row in rows:
         same = [r for r in rows if r["free"] == row["free"]]
         plain = next(r for r in same if r["method"] == "sequential")["s_per_draw"]
         cached = next(r for r in same if r["method"] == "kv-cache")["s_per_draw"]
-        lines.append(
-            f"| {row['free']} of {n} | {row['method']} | {row['rounds']:.1f} "
-            f"({row['max_rounds']:.0f}) | {row['queries']:.1f} | {row['conditionals']:.0f} "
-            f"| {row['s_per_draw']:.3f} | {row['cpu_s_per_draw']:.3f} "
-            f"| {plain / row['s_per_draw']:.2f}x "
-            f"| {cached / row['s_per_draw']:.2f}x |"
+        body.append(
+            [
+                f"{row['free']} of {n}",
+                row["method"],
+                f"{row['rounds']:.1f} ({row['max_rounds']:.0f})",
+                f"{row['queries']:.1f}",
+                f"{row['conditionals']:.0f}",
+                f"{row['s_per_draw']:.3f}",
+                f"{row['cpu_s_per_draw']:.3f}",
+                f"{plain / row['s_per_draw']:.2f}x",
+                f"{cached / row['s_per_draw']:.2f}x",
+            ]
         )
-    return "\n".join(lines)
+    return markdown_table(header, body)
 
 
 def plot(rows: list[dict], n: int, path: str) -> None:

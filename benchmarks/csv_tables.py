@@ -1,6 +1,8 @@
-"""The benchmark scripts' results as CSV files: one writer for every script that saves a whole
-table at once (the scripts that stream rows as they measure them, ``rounds.py``,
-``alternatives.py``'s partial file and ``diffusion_rounds.py``, append with ``csv`` directly).
+"""The benchmark scripts' results as CSV files and Markdown tables: one CSV writer for every
+script that saves a whole table at once (the scripts that stream rows as they measure them,
+``rounds.py``, ``alternatives.py``'s partial file and ``diffusion_rounds.py``, append with
+``csv`` directly), the Markdown table the scripts print, and the commit their rows are stamped
+with.
 
 Imported by bare name (``from csv_tables import write_csv``): a script run as
 ``python benchmarks/NAME.py`` has this folder first on ``sys.path``.
@@ -10,9 +12,13 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Mapping, Sequence
+import subprocess
+from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["write_csv"]
+__all__ = ["git_commit", "markdown_row", "markdown_table", "write_csv"]
+
+#: the benchmarks' folder, where git is asked about the checkout
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def write_csv(
@@ -33,3 +39,43 @@ def write_csv(
         writer.writeheader()
         writer.writerows(rows)
     return path
+
+
+def markdown_row(cells: Iterable[object]) -> str:
+    """One line of a Markdown table: ``| a | b |`` (each cell as ``str`` gives it)."""
+    return "| " + " | ".join(str(cell) for cell in cells) + " |"
+
+
+def markdown_table(header: str, rows: Iterable[Iterable[object]] = ()) -> str:
+    """A Markdown table: the header line, the separator line, a line per row of cells (no
+    rows: the header and the separator, for a script that prints its rows as they come).
+
+    :param header: the column names separated by ``" | "``, as the header line shows them
+        without its outer bars (``"case | rounds"``).
+    """
+    columns = header.split(" | ")
+    lines = [markdown_row(columns), "|" + "---|" * len(columns)]
+    lines += [markdown_row(row) for row in rows]
+    return "\n".join(lines)
+
+
+def git_commit(dirty_of: str | None = None) -> str:
+    """The checkout's short ``HEAD`` hash, ``"unknown"`` where git does not answer.
+
+    :param dirty_of: a path relative to ``benchmarks/``: ``+dirty`` is appended when git
+        reports uncommitted changes under it (default: not asked).
+    """
+
+    def git(*words: str, check: bool = True) -> str:
+        done = subprocess.run(
+            ["git", *words], cwd=HERE, capture_output=True, text=True, check=check, timeout=60
+        )
+        return done.stdout.strip()
+
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        if dirty_of is not None and git("status", "--porcelain", "--", dirty_of, check=False):
+            commit += "+dirty"
+        return commit or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"

@@ -53,13 +53,13 @@ import csv
 import itertools
 import math
 import os
-import subprocess
 import time
 from typing import NamedTuple
 
 import jax
 import numpy as np
 from cases import make_denoiser
+from csv_tables import git_commit
 
 from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.config import SamplerConfig
@@ -316,20 +316,6 @@ def plot(rows: list[dict], path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=HERE,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
 
 
 def main(args: argparse.Namespace) -> list[dict]:

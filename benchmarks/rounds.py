@@ -36,17 +36,18 @@ import argparse
 import csv
 import math
 import os
-import subprocess
 import time
 
 import numpy as np
-from csv_tables import write_csv
+from csv_tables import git_commit, markdown_table, write_csv
 
 from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.oracles import AnyOrderOracle
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
+#: the rows' commit stamps get ``+dirty`` when the package has uncommitted changes
+PACKAGE = "../numpyro_autospec"
 
 TARGETS = {
     "cw:0.5": "CW beta=0.5",
@@ -138,28 +139,6 @@ def sampler_config(config: str, n: int):
         lookahead=bool(int(knobs.get("lookahead", 1))),
         **extra,
     )
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=HERE,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=60,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--", "../numpyro_autospec"],
-            cwd=HERE,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        ).stdout.strip()
-        return out + ("+dirty" if dirty else "")
-    except Exception:  # noqa: BLE001
-        return "unknown"
 
 
 def _row(backend, target, n, config, rounds, queries, seconds, compile_seconds, conditionals):
@@ -350,7 +329,7 @@ def measure_overhead(target, n, config, draws, draws_per_call=1, slots_per_draw=
         "cpu_oracle_ms_per_round": round(1e3 * (c2 - c1) / rounds, 2),
         "cpu_overhead_ms_per_round": round(1e3 * (2 * c1 - c2) / rounds, 2),
         "compile_seconds": one["compile_seconds"],
-        "commit": git_commit(),
+        "commit": git_commit(dirty_of=PACKAGE),
     }
 
 
@@ -423,8 +402,7 @@ def compact_table(rows, n) -> str:
     before that column) of each family (best window for assd/block)."""
     best = best_rows([r for r in rows if int(r["n"]) == n])
     fams = sorted({k[2] for k in best}, key=_family_order)
-    head = f"| target (n = {n}) | sequential | " + " | ".join(fams) + " |"
-    lines = [head, "|---" * (len(fams) + 2) + "|"]
+    body = []
     for target in sorted({k[0] for k in best}, key=_target_order):
         cells = [TARGETS.get(target, target), f"{n} ({n}) / {1 / math.log2(n):.2f}"]
         for fam in fams:
@@ -439,13 +417,13 @@ def compact_table(rows, n) -> str:
                 f"{float(row['mean_rounds']):.1f} ({float(row['p90_rounds']):.0f}) "
                 f"/ {float(work):.2f}{tag}"
             )
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        body.append(cells)
+    return markdown_table(" | ".join([f"target (n = {n})", "sequential", *fams]), body)
 
 
 def slopes(rows) -> str:
     best = best_rows(rows)
-    lines = ["| target | method | slope of mean rounds, n = 1024..16384 |", "|---|---|---|"]
+    body = []
     for target in sorted({k[0] for k in best}, key=_target_order):
         for fam in sorted({k[2] for k in best if k[0] == target}, key=_family_order):
             pts = sorted(
@@ -455,8 +433,8 @@ def slopes(rows) -> str:
             )
             s = loglog_slope([p[0] for p in pts], [p[1] for p in pts])
             if not math.isnan(s):
-                lines.append(f"| {TARGETS.get(target, target)} | {fam} | {s:.2f} |")
-    return "\n".join(lines)
+                body.append([TARGETS.get(target, target), fam, f"{s:.2f}"])
+    return markdown_table("target | method | slope of mean rounds, n = 1024..16384", body)
 
 
 #: the families of :func:`family` other than ``--extra`` configurations, in table order
@@ -584,7 +562,7 @@ def main(args):
         + ([PAPER, args.tuned] if args.paper else [])
         + args.extra
     )
-    commit = git_commit()
+    commit = git_commit(dirty_of=PACKAGE)
     tasks = []
     for n in args.sizes:
         for target in args.targets:

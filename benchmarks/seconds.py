@@ -42,7 +42,7 @@ import time
 import jax
 import numpy as np
 from cases import child_result, make_process
-from csv_tables import write_csv
+from csv_tables import markdown_table, write_csv
 
 from numpyro_autospec._core.script_help import script_parser
 
@@ -199,42 +199,53 @@ def measure_memory(case: str) -> dict:
 
 
 def memory_table(rows: list[dict]) -> str:
-    lines = [
-        "| case | baseline RSS MB | after compile MB | peak RSS, one draw MB | XLA scratch MB "
-        "| rounds |",
-        "|" + "---|" * 6,
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['case']} | {r['baseline_rss_mb']:.0f} | {r['compiled_rss_mb']:.0f} "
-            f"| {r['peak_rss_mb']:.0f} | {r['xla_temp_mb']:.0f} | {r['rounds']} |"
-        )
-    return "\n".join(lines)
+    header = (
+        "case | baseline RSS MB | after compile MB | peak RSS, one draw MB | XLA scratch MB "
+        "| rounds"
+    )
+    return markdown_table(
+        header,
+        (
+            [
+                r["case"],
+                f"{r['baseline_rss_mb']:.0f}",
+                f"{r['compiled_rss_mb']:.0f}",
+                f"{r['peak_rss_mb']:.0f}",
+                f"{r['xla_temp_mb']:.0f}",
+                r["rounds"],
+            ]
+            for r in rows
+        ),
+    )
 
 
 def table(rows: list[dict]) -> str:
     header = (
-        "| case | config | sequential s/draw | autospec s/draw (mean ± se / median / slowest) "
+        "case | config | sequential s/draw | autospec s/draw (mean ± se / median / slowest) "
         "| speed-up (mean / median draw) | speed-up, {d} draws "
         "| rounds (seq / auto mean ± se / max) "
-        "| queries (seq / auto) | conditionals auto (mean / max) | peak RSS MB |"
+        "| queries (seq / auto) | conditionals auto (mean / max) | peak RSS MB"
     ).format(d=rows[0]["draws"] if rows else "")
-    lines = [header, "|" + "---|" * 10]
-    for r in rows:
-        lines.append(
-            f"| {r['case']} | {r['config']} | {r['sequential_s_per_draw']:.4f} "
-            f"| {r['autospec_s_per_draw']:.4f} ± {r['autospec_s_se']:.4f} "
-            f"/ {r['autospec_s_median']:.4f} "
-            f"/ {r['autospec_s_max']:.4f} "
-            f"| {r['speedup_one']:.2f}x / {r['speedup_median']:.2f}x | {r['speedup_many']:.2f}x "
-            f"| {r['sequential_rounds']:.0f} / {r['autospec_rounds']:.1f} "
-            f"± {r['autospec_rounds_se']:.1f} "
-            f"/ {r['autospec_rounds_max']} "
-            f"| {r['sequential_queries']:.0f} / {r['autospec_queries']:.1f} "
-            f"| {r['autospec_conditionals']:.0f} / {r['autospec_conditionals_max']} "
-            f"| {r['peak_rss_mb']:.0f} |"
-        )
-    return "\n".join(lines)
+    return markdown_table(
+        header,
+        (
+            [
+                r["case"],
+                r["config"],
+                f"{r['sequential_s_per_draw']:.4f}",
+                f"{r['autospec_s_per_draw']:.4f} ± {r['autospec_s_se']:.4f} "
+                f"/ {r['autospec_s_median']:.4f} / {r['autospec_s_max']:.4f}",
+                f"{r['speedup_one']:.2f}x / {r['speedup_median']:.2f}x",
+                f"{r['speedup_many']:.2f}x",
+                f"{r['sequential_rounds']:.0f} / {r['autospec_rounds']:.1f} "
+                f"± {r['autospec_rounds_se']:.1f} / {r['autospec_rounds_max']}",
+                f"{r['sequential_queries']:.0f} / {r['autospec_queries']:.1f}",
+                f"{r['autospec_conditionals']:.0f} / {r['autospec_conditionals_max']}",
+                f"{r['peak_rss_mb']:.0f}",
+            ]
+            for r in rows
+        ),
+    )
 
 
 def plot(rows: list[dict], path: str) -> None:

@@ -31,7 +31,7 @@ import time
 
 import numpy as np
 from cases import child_result
-from csv_tables import write_csv
+from csv_tables import markdown_table, write_csv
 
 from numpyro_autospec._core.script_help import script_parser
 
@@ -82,19 +82,27 @@ def measure(args: argparse.Namespace, devices: int | None) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    lines = [
-        "| devices | s per call (fastest / median) | draws/s | oracle evaluations/s | "
-        "conditionals/s | mean rounds | mean queries | compile s | draws digest |",
-        "|" + "---|" * 9,
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['devices']} | {r['seconds']:.3f} / {r['median_seconds']:.3f} "
-            f"| {r['draws_per_s']:.1f} "
-            f"| {r['evaluations_per_s']:.0f} | {r['conditionals_per_s']:.0f} "
-            f"| {r['rounds']:.1f} | {r['queries']:.1f} | {r['compile_s']:.1f} | {r['digest']} |"
-        )
-    return "\n".join(lines)
+    header = (
+        "devices | s per call (fastest / median) | draws/s | oracle evaluations/s "
+        "| conditionals/s | mean rounds | mean queries | compile s | draws digest"
+    )
+    return markdown_table(
+        header,
+        (
+            [
+                r["devices"],
+                f"{r['seconds']:.3f} / {r['median_seconds']:.3f}",
+                f"{r['draws_per_s']:.1f}",
+                f"{r['evaluations_per_s']:.0f}",
+                f"{r['conditionals_per_s']:.0f}",
+                f"{r['rounds']:.1f}",
+                f"{r['queries']:.1f}",
+                f"{r['compile_s']:.1f}",
+                r["digest"],
+            ]
+            for r in rows
+        ),
+    )
 
 
 def plot(rows: list[dict], path: str, title: str) -> None:
