@@ -5,10 +5,12 @@ without a scan kernel: along a long axis its windows are long (along a digits di
 ``[4096, 64]`` 2.8x slower than a parallel prefix scan), while a parallel prefix scan
 (:func:`jax.lax.associative_scan`) unrolls into ``2 log2(n)`` slices and pads that make large,
 slow-to-compile fusions.  These two functions split the axis into blocks of about
-``sqrt(n)`` steps: the library's reduction within each block, then over the blocks' totals,
-and one combination (a handful of kernels for any length).  The samplers' cumulative sums
-(the Curie-Weiss and Hopfield block forms, the diffusion speculation, block verification) go
-through them.
+``sqrt(n)`` steps: a scan within each block, then over the blocks' totals, and one
+combination (a handful of kernels for any length).  A short scan (``n * n * m`` pairs at most
+:data:`PAIRS`, ``m`` elements per step) is one fused reduction over the pairs ``j <= i``, which
+XLA:CPU computes as a single kernel; a longer one is the library's reduction.  The samplers'
+cumulative sums (the Curie-Weiss and Hopfield block forms, the diffusion speculation, block
+verification) go through them.
 
 Floating-point sums are added in another order than ``jnp.cumsum``'s, so they may differ in
 the last bits; the samplers all call the same function, so the engine's draws still equal the
