@@ -110,7 +110,7 @@ def engine_keys(keys) -> Array:
     """The keys a run draws with, from a batch of PRNG keys (raw ``uint32[D, 2]`` or typed
     ``[D]``): typed keys of :data:`STRAIGHT_THREEFRY` when they are JAX's threefry keys (raw
     keys under the default implementation, or typed ``threefry2x32`` keys) and JAX's threefry
-    is partitionable (its default), so that they give the same bits; else their raw data as
+    is partitionable (its default), so that they give the same bits; else the keys as
     given.
 
     :raises InputError: the keys are not a batch (their raw data is not two-dimensional).
@@ -120,14 +120,15 @@ def engine_keys(keys) -> Array:
     >>> keys.shape, jax.random.key_impl(keys) == STRAIGHT_THREEFRY
     ((3,), True)
     """
-    keys = jnp.asarray(keys)
-    if jax.dtypes.issubdtype(keys.dtype, jax.dtypes.prng_key):
-        threefry = str(jax.random.key_impl(keys)) == "threefry2x32"
-        keys = jax.random.key_data(keys)
+    given = jnp.asarray(keys)
+    if jax.dtypes.issubdtype(given.dtype, jax.dtypes.prng_key):
+        threefry = str(jax.random.key_impl(given)) == "threefry2x32"
+        data = jax.random.key_data(given)
     else:
         threefry = jax.config.jax_default_prng_impl == "threefry2x32"
-    if keys.ndim != 2:
-        raise InputError(f"keys must be a batch of PRNG keys of shape [D, 2], got {keys.shape}")
-    if not (threefry and jax.config.jax_threefry_partitionable and keys.shape[-1] == 2):
-        return keys
-    return jax.random.wrap_key_data(keys, impl=STRAIGHT_THREEFRY)
+        data = given
+    if data.ndim != 2:
+        raise InputError(f"keys must be a batch of PRNG keys of shape [D, 2], got {data.shape}")
+    if not (threefry and jax.config.jax_threefry_partitionable and data.shape[-1] == 2):
+        return given
+    return jax.random.wrap_key_data(data, impl=STRAIGHT_THREEFRY)

@@ -233,7 +233,7 @@ def initial_state(context: Context) -> EngineState:
         next_rows=zeros,
     )
     keys = jnp.concatenate([key_run[:, None], key_run[:, None], key_run[:, None]], axis=1)
-    keys = jnp.concatenate([keys, jnp.broadcast_to(keys[:1], (size - draws, 3))])
+    keys = jnp.concatenate([keys, jnp.broadcast_to(keys[:1], (size - draws, *keys.shape[1:]))])
     pool = Pool(
         meta=pack(meta),
         scores=jnp.zeros((size, 2), jnp.float32),
