@@ -230,7 +230,7 @@ class Capacity(NamedTuple):
         a :class:`jax.sharding.Mesh` over which every oracle call's batch is split
         (:mod:`numpyro_autospec.engine._sharding`); ``None``: no sharding constraint.
 
-    Example: a starved pool takes more rounds, never other draws.
+    Example: a starved pool takes more rounds, never other draws; a bad limit is refused.
 
     >>> import jax
     >>> from numpyro_autospec import engine
@@ -242,6 +242,10 @@ class Capacity(NamedTuple):
     >>> starved = engine.run(process, keys, capacity=Capacity(num_slots=4, max_queries=1))
     >>> bool((ample.value == starved.value).all()), bool((starved.rounds >= ample.rounds).all())
     (True, True)
+    >>> engine.run(process, keys, capacity=Capacity(max_queries=0))
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.errors.ConfigError: capacity.max_queries must be a positive integer, got 0
     """
 
     num_slots: int | None = None

@@ -77,16 +77,11 @@ class ConfigError(AutospecError):
     :class:`~numpyro_autospec.engine.Capacity` (and its mesh), the options of a baseline or of
     a training loop.
 
-    >>> import jax
-    >>> from numpyro_autospec import engine
-    >>> from numpyro_autospec.oracles import CurieWeissOracle
-    >>> from numpyro_autospec.processes import AnyOrderProcess
-    >>> process = AnyOrderProcess(CurieWeissOracle(4, beta=1.0), 4, 2)
-    >>> keys = jax.random.split(jax.random.PRNGKey(0), 2)
-    >>> engine.run(process, keys, capacity=engine.Capacity(max_queries=0))
+    >>> from numpyro_autospec.config import SamplerConfig
+    >>> SamplerConfig(block_size=0).validate()
     Traceback (most recent call last):
     ...
-    numpyro_autospec.errors.ConfigError: capacity.max_queries must be a positive integer, got 0
+    numpyro_autospec.errors.ConfigError: block_size must be >= 1 or None, got 0
     """
 
 

@@ -60,13 +60,8 @@ class Draw(NamedTuple):
 
     Example
     -------
-    >>> import jax
-    >>> from numpyro_autospec.oracles import CurieWeissOracle
-    >>> from numpyro_autospec.processes import AnyOrderProcess
-    >>> process = AnyOrderProcess(CurieWeissOracle(4, beta=0.5), 4, 2)
-    >>> draw = sample(process, jax.random.PRNGKey(0))
-    >>> draw._fields, draw.value.shape, 1 <= draw.rounds <= draw.queries
-    (('value', 'rounds', 'queries'), (4,), True)
+    >>> Draw(value=[0, 1, 1, 0], rounds=3, queries=4)  # what sample returns
+    Draw(value=[0, 1, 1, 0], rounds=3, queries=4)
     """
 
     value: Any
@@ -333,12 +328,11 @@ def sample(process, key, config: SamplerConfig | None = None) -> Draw:
     Example
     -------
     >>> import jax
-    >>> from numpyro_autospec.oracles import CurieWeissOracle
-    >>> from numpyro_autospec.processes import AnyOrderProcess
-    >>> process = AnyOrderProcess(CurieWeissOracle(16, beta=1.0), 16, 2)
+    >>> from numpyro_autospec import oracles, processes
+    >>> process = processes.AnyOrderProcess(oracles.CurieWeissOracle(16, beta=1.0), 16, 2)
     >>> draw = sample(process, jax.random.PRNGKey(0))
-    >>> draw.value.shape, draw.rounds <= 16
-    ((16,), True)
+    >>> draw.value.shape, 1 <= draw.rounds <= draw.queries, draw.rounds <= 16
+    ((16,), True, True)
     """
     return _Sampler(process, config or SamplerConfig()).draw(key)
 
@@ -350,9 +344,8 @@ def sample_many(process, key, num_draws: int, config: SamplerConfig | None = Non
     Example
     -------
     >>> import jax
-    >>> from numpyro_autospec.oracles import CurieWeissOracle
-    >>> from numpyro_autospec.processes import AnyOrderProcess
-    >>> process = AnyOrderProcess(CurieWeissOracle(4, beta=0.5), 4, 2)
+    >>> from numpyro_autospec import oracles, processes
+    >>> process = processes.AnyOrderProcess(oracles.CurieWeissOracle(4, beta=0.5), 4, 2)
     >>> key = jax.random.PRNGKey(0)
     >>> values, rounds, queries = sample_many(process, key, 3)
     >>> values.shape, rounds.shape, queries.shape

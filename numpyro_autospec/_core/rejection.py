@@ -108,13 +108,16 @@ def residual_accepts(key: Array, log_mu: Array, log_nu: Array) -> Array:
     """Accept a residual trial :math:`y \\sim \\mu` with probability
     :math:`\\max(0, 1 - e^{\\log\\nu - \\log\\mu})`.
 
-    The frequency of acceptance over many keys, for :math:`\\mu = 0.6`, :math:`\\nu = 0.3`:
+    Never where :math:`\\nu \\ge \\mu`: the frequencies of acceptance over many keys, for
+    :math:`(\\mu, \\nu) = (0.2, 0.4)` and :math:`(0.6, 0.3)` (as in
+    :func:`residual_log_accept_prob`):
 
     >>> import jax, jax.numpy as jnp
+    >>> log_mu, log_nu = jnp.log(jnp.array([0.2, 0.6])), jnp.log(jnp.array([0.4, 0.3]))
     >>> keys = jax.random.split(jax.random.PRNGKey(0), 10_000)
-    >>> accepts = jax.vmap(lambda key: residual_accepts(key, jnp.log(0.6), jnp.log(0.3)))(keys)
-    >>> round(float(accepts.mean()), 1)
-    0.5
+    >>> accepts = jax.vmap(lambda key: residual_accepts(key, log_mu, log_nu))(keys)
+    >>> accepts.mean(axis=0).round(1).tolist()
+    [0.0, 0.5]
     """
     return jnp.log(jax.random.uniform(key)) < residual_log_accept_prob(log_mu, log_nu)
 

@@ -48,7 +48,6 @@ coordinates centred at :math:`\mathbb{E}[Y]`.
 
 import functools
 import math
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -56,7 +55,8 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
-from numpyro_autospec.denoisers._validation import check_query_state, check_query_time
+from numpyro_autospec._core.parameters import is_traced
+from numpyro_autospec.denoisers._base import ArrayDenoiser
 from numpyro_autospec.errors import DenoiserError
 
 __all__ = ["GaussianMixtureDenoiser"]
@@ -68,20 +68,20 @@ _SAMPLE_BATCH_SIZE = 1024
 _LARGE_TIME = 1.0  # from here on the logits use the form without cancellation
 
 
-def _is_concrete(value: Any) -> bool:
-    return not isinstance(value, jax.core.Tracer)
-
-
 @jax.jit
-def _prepare_mixture(weights: Array, means: Array, covariances: Array) -> tuple[Array, ...]:
-    """Normalised weights, symmetrised covariances and every derived array of the mixture."""
+def _prepare_mixture(
+    weights: Array, means: Array, covariances: Array
+) -> tuple[tuple[Array, ...], Array]:
+    """The leaves of the mixture (``GaussianMixtureDenoiser._leaves``: normalised weights,
+    symmetrised covariances, every derived array, the eigenvalues clipped at 0) and the raw
+    eigenvalues."""
     weights = weights / jnp.sum(weights)
     covariances = 0.5 * (covariances + jnp.swapaxes(covariances, -1, -2))
     eigenvalues, eigenvectors = jnp.linalg.eigh(covariances)
     center = jnp.matmul(weights, means, precision=_HIGHEST)
     centered_means = means - center[None, :]
     half_squared_norms = 0.5 * jnp.sum(centered_means**2, axis=-1)
-    return (
+    leaves = (
         weights,
         means,
         covariances,
@@ -89,13 +89,14 @@ def _prepare_mixture(weights: Array, means: Array, covariances: Array) -> tuple[
         center,
         centered_means,
         half_squared_norms,
-        eigenvalues,
+        jnp.maximum(eigenvalues, 0.0),
         eigenvectors,
     )
+    return leaves, eigenvalues
 
 
 @jax.tree_util.register_pytree_node_class
-class GaussianMixtureDenoiser:
+class GaussianMixtureDenoiser(ArrayDenoiser):
     r"""Posterior mean of :math:`Y \sim \sum_k \pi_k \mathcal{N}(m_k, S_k)` given :math:`tY+W_t=y`.
 
     See the module docstring for the formulas. The object is a JAX pytree (its arrays are the
@@ -125,6 +126,17 @@ class GaussianMixtureDenoiser:
     weights: Array
     means: Array
     covariances: Array
+    _leaves = (
+        "weights",
+        "means",
+        "covariances",
+        "_log_weights",
+        "_center",
+        "_centered_means",
+        "_half_squared_norms",
+        "_eigenvalues",
+        "_eigenvectors",
+    )
 
     def __init__(self, weights: ArrayLike, means: ArrayLike, covariances: ArrayLike):
         weights = jnp.asarray(weights, dtype=jnp.float32)
@@ -148,23 +160,13 @@ class GaussianMixtureDenoiser:
                 f"{dim}), "
                 f"got {covariances.shape}"
             )
-        concrete = all(_is_concrete(value) for value in (weights, means, covariances))
+        concrete = not is_traced((weights, means, covariances))
         if concrete:
             _check_parameters(np.asarray(weights), np.asarray(means), np.asarray(covariances))
-        (
-            self.weights,
-            self.means,
-            self.covariances,
-            self._log_weights,
-            self._center,
-            self._centered_means,
-            self._half_squared_norms,
-            raw_eigenvalues,
-            self._eigenvectors,
-        ) = _prepare_mixture(weights, means, covariances)
+        leaves, raw_eigenvalues = _prepare_mixture(weights, means, covariances)
         if concrete:
             _check_eigenvalues(np.asarray(raw_eigenvalues))
-        self._eigenvalues = jnp.maximum(raw_eigenvalues, 0.0)
+        self._set_leaves(leaves)
 
     @classmethod
     def isotropic(
@@ -207,12 +209,6 @@ class GaussianMixtureDenoiser:
     def mean(self) -> Array:
         r""":math:`\mathbb{E}[Y] = \sum_k \pi_k m_k`, shape ``(d,)``."""
         return self._center
-
-    def _check_state(self, y: ArrayLike) -> Array:
-        return check_query_state(y, self.dim, owner="GaussianMixtureDenoiser")
-
-    def _check_time(self, t: ArrayLike) -> Array:
-        return check_query_time(t, owner="GaussianMixtureDenoiser")
 
     def _posterior(self, t: ArrayLike, y: ArrayLike) -> tuple[Array, Array]:
         """Log component weights ``(K,)`` and centred component posterior means ``(K, d)``."""
@@ -295,38 +291,6 @@ class GaussianMixtureDenoiser:
 
         batch_size = max(1, min(num, _SAMPLE_BATCH_SIZE))
         return jax.lax.map(draw_one, (components, noise), batch_size=batch_size)
-
-    def tree_flatten(self) -> tuple[tuple[Any, ...], None]:
-        children = (
-            self.weights,
-            self.means,
-            self.covariances,
-            self._log_weights,
-            self._center,
-            self._centered_means,
-            self._half_squared_norms,
-            self._eigenvalues,
-            self._eigenvectors,
-        )
-        return children, None
-
-    @classmethod
-    def tree_unflatten(
-        cls, auxiliary_data: None, children: tuple[Any, ...]
-    ) -> "GaussianMixtureDenoiser":
-        denoiser = object.__new__(cls)
-        (
-            denoiser.weights,
-            denoiser.means,
-            denoiser.covariances,
-            denoiser._log_weights,
-            denoiser._center,
-            denoiser._centered_means,
-            denoiser._half_squared_norms,
-            denoiser._eigenvalues,
-            denoiser._eigenvectors,
-        ) = children
-        return denoiser
 
     def __repr__(self) -> str:
         return f"GaussianMixtureDenoiser(num_components={self.num_components}, dim={self.dim})"

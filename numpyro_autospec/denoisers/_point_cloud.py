@@ -31,7 +31,6 @@ observation becomes :math:`y - t \bar p`), which leaves the weights unchanged.
 """
 
 import functools
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -39,16 +38,13 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
-from numpyro_autospec.denoisers._validation import check_query_state, check_query_time
+from numpyro_autospec._core.parameters import is_traced
+from numpyro_autospec.denoisers._base import ArrayDenoiser
 from numpyro_autospec.errors import DenoiserError
 
 __all__ = ["PointCloudDenoiser"]
 
 _HIGHEST = jax.lax.Precision.HIGHEST
-
-
-def _is_concrete(value: Any) -> bool:
-    return not isinstance(value, jax.core.Tracer)
 
 
 @jax.jit
@@ -59,7 +55,7 @@ def _center_points(points: Array) -> tuple[Array, Array, Array]:
 
 
 @jax.tree_util.register_pytree_node_class
-class PointCloudDenoiser:
+class PointCloudDenoiser(ArrayDenoiser):
     r"""Posterior mean of :math:`Y` uniform over a point cloud, given :math:`tY + W_t = y`.
 
     Computes :math:`\sum_j w_j(t, y) p_j` with
@@ -90,6 +86,7 @@ class PointCloudDenoiser:
 
     points: Array
     labels: Array | None
+    _leaves = ("points", "labels", "_mean", "_centered_points", "_half_squared_norms")
 
     def __init__(self, points: ArrayLike, labels: ArrayLike | None = None):
         points = jnp.asarray(points, dtype=jnp.float32)
@@ -98,7 +95,7 @@ class PointCloudDenoiser:
                 f"PointCloudDenoiser: points must have shape (num_points, dim) with both "
                 f"positive, got {points.shape}"
             )
-        if _is_concrete(points) and not np.all(np.isfinite(np.asarray(points))):
+        if not is_traced(points) and not np.all(np.isfinite(np.asarray(points))):
             index = [int(i) for i in np.argwhere(~np.isfinite(np.asarray(points)))[0]]
             raise DenoiserError(f"PointCloudDenoiser: points must be finite, got points{index}")
         if labels is not None:
@@ -127,12 +124,6 @@ class PointCloudDenoiser:
     def mean(self) -> Array:
         r""":math:`\mathbb{E}[Y]`, the mean of the points, shape ``(d,)``."""
         return self._mean
-
-    def _check_state(self, y: ArrayLike) -> Array:
-        return check_query_state(y, self.dim, owner="PointCloudDenoiser")
-
-    def _check_time(self, t: ArrayLike) -> Array:
-        return check_query_time(t, owner="PointCloudDenoiser")
 
     @jax.jit
     def log_posterior_weights(self, t: ArrayLike, y: ArrayLike) -> Array:
@@ -176,30 +167,6 @@ class PointCloudDenoiser:
         """Draw ``num`` exact samples of :math:`Y` (uniform over the points), shape ``(num, d)``."""
         indices = jax.random.randint(key, (num,), 0, self.num_points)
         return self.points[indices]
-
-    def tree_flatten(self) -> tuple[tuple[Any, ...], None]:
-        children = (
-            self.points,
-            self.labels,
-            self._mean,
-            self._centered_points,
-            self._half_squared_norms,
-        )
-        return children, None
-
-    @classmethod
-    def tree_unflatten(
-        cls, auxiliary_data: None, children: tuple[Any, ...]
-    ) -> "PointCloudDenoiser":
-        denoiser = object.__new__(cls)
-        (
-            denoiser.points,
-            denoiser.labels,
-            denoiser._mean,
-            denoiser._centered_points,
-            denoiser._half_squared_norms,
-        ) = children
-        return denoiser
 
     def __repr__(self) -> str:
         return f"PointCloudDenoiser(num_points={self.num_points}, dim={self.dim})"

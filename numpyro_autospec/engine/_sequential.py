@@ -40,15 +40,15 @@ def sequential_draw(process, key: Array, validate: bool = False):
     :param key: one PRNG key (raw ``uint32[2]`` or typed).
     :param validate: also return the first defect.
 
-    Example
-    -------
-    >>> import jax
-    >>> from numpyro_autospec.oracles import CurieWeissOracle
-    >>> from numpyro_autospec.processes import AnyOrderProcess
-    >>> process = AnyOrderProcess(CurieWeissOracle(8, beta=1.0), 8, 2)
+    Example: a diffusion process, whose output needs the final query.
+
+    >>> import jax, jax.numpy as jnp
+    >>> from numpyro_autospec.denoisers import PointCloudDenoiser
+    >>> from numpyro_autospec.processes import DiffusionProcess, default_times
+    >>> process = DiffusionProcess(PointCloudDenoiser(jnp.eye(2)), 2, default_times(8, 100.0))
     >>> value, rounds, queries = sequential_draw(process, jax.random.PRNGKey(0))
-    >>> value.shape, int(rounds), int(queries)
-    ((8,), 8, 8)
+    >>> value.shape, int(rounds), int(queries)  # 8 steps, then the final query
+    ((2,), 9, 9)
     """
     num_steps = int(process.num_steps)
     k_init, k_run = jax.random.split(key)
@@ -101,9 +101,8 @@ def sequential_run(process, keys: Array, *, validate: bool = True) -> Samples:
     Example
     -------
     >>> import jax
-    >>> from numpyro_autospec.oracles import CurieWeissOracle
-    >>> from numpyro_autospec.processes import AnyOrderProcess
-    >>> process = AnyOrderProcess(CurieWeissOracle(8, beta=1.0), 8, 2)
+    >>> from numpyro_autospec import oracles, processes
+    >>> process = processes.AnyOrderProcess(oracles.CurieWeissOracle(8, beta=1.0), 8, 2)
     >>> samples = sequential_run(process, jax.random.split(jax.random.PRNGKey(0), 3))
     >>> samples.value.shape, samples.rounds.tolist()
     ((3, 8), [8, 8, 8])

@@ -62,6 +62,7 @@ from jax.typing import ArrayLike
 
 from numpyro_autospec._core.parameters import real_parameter
 from numpyro_autospec.errors import DenoiserError, positive_integer
+from numpyro_autospec.learned._network import mlp_forward, mlp_layers
 
 __all__ = ["DenoiserConfig", "LearnedDenoiser", "data_statistics"]
 
@@ -157,12 +158,7 @@ class LearnedDenoiser(eqx.Module):
         scale = real_parameter(
             data_scale, "data_scale", owner=owner, shape=(dim,), minimum=0.0, error=DenoiserError
         )
-        sizes = [dim + 2 * num_frequencies] + [hidden_size] * depth + [dim]
-        keys = jax.random.split(key, len(sizes) - 1)
-        layers = [
-            eqx.nn.Linear(fan_in, fan_out, key=layer_key)
-            for fan_in, fan_out, layer_key in zip(sizes[:-1], sizes[1:], keys, strict=True)
-        ]
+        layers = mlp_layers([dim + 2 * num_frequencies] + [hidden_size] * depth + [dim], key)
         last = layers[-1]
         layers[-1] = eqx.tree_at(
             lambda layer: (layer.weight, layer.bias),
@@ -224,9 +220,7 @@ class LearnedDenoiser(eqx.Module):
         r""":math:`\operatorname{MLP}_\theta(u, \sin \omega r, \cos \omega r)`, ``float32[d]``:
         the proxy's error in units of :math:`\sigma(t)`."""
         hidden = jnp.concatenate([u, self.time_features(t)])
-        for layer in self.layers[:-1]:
-            hidden = self.activation(layer(hidden))
-        return self.layers[-1](hidden)
+        return mlp_forward(self.layers, self.activation, hidden)
 
     def __call__(self, t: ArrayLike, y: ArrayLike) -> Array:
         r""":math:`f_\theta(t, y) \approx \mathbb{E}[Y \mid tY + W_t = y]`, ``float32[d]``."""

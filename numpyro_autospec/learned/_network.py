@@ -34,7 +34,7 @@ from jax import Array
 
 from numpyro_autospec.errors import ConfigError, positive_integer
 
-__all__ = ["MaskedMLP", "masked_inputs"]
+__all__ = ["MaskedMLP", "masked_inputs", "mlp_forward", "mlp_layers"]
 
 
 def masked_inputs(x: Array, mask: Array, num_categories: int) -> Array:
@@ -49,6 +49,37 @@ def masked_inputs(x: Array, mask: Array, num_categories: int) -> Array:
     one_hot = jax.nn.one_hot(jnp.asarray(x), num_categories, dtype=jnp.float32)
     pinned = jnp.where(mask[:, None], one_hot, 0.0)
     return jnp.concatenate([pinned.reshape(-1), mask.astype(jnp.float32)])
+
+
+def mlp_layers(sizes: list[int], key: Array) -> list[eqx.nn.Linear]:
+    """The linear layers :math:`W_l h + b_l` of an MLP whose layer widths are ``sizes`` (input
+    first, output last), layer ``l`` initialised with key ``l`` of ``split(key)``.
+
+    >>> import jax
+    >>> [layer.weight.shape for layer in mlp_layers([3, 8, 2], jax.random.PRNGKey(0))]
+    [(8, 3), (2, 8)]
+    """
+    keys = jax.random.split(key, len(sizes) - 1)
+    return [
+        eqx.nn.Linear(fan_in, fan_out, key=layer_key)
+        for fan_in, fan_out, layer_key in zip(sizes[:-1], sizes[1:], keys, strict=True)
+    ]
+
+
+def mlp_forward(
+    layers: tuple[eqx.nn.Linear, ...], activation: Callable[[Array], Array], hidden: Array
+) -> Array:
+    r""":math:`W_L h_L + b_L` with :math:`h_{l+1} = \phi(W_l h_l + b_l)` from :math:`h_0` =
+    ``hidden``: ``activation`` after every layer but the last.
+
+    >>> import jax, jax.numpy as jnp
+    >>> layers = mlp_layers([3, 8, 2], jax.random.PRNGKey(0))
+    >>> mlp_forward(layers, jax.nn.relu, jnp.ones(3)).shape
+    (2,)
+    """
+    for layer in layers[:-1]:
+        hidden = activation(layer(hidden))
+    return layers[-1](hidden)
 
 
 class MaskedMLP(eqx.Module):
@@ -107,12 +138,7 @@ class MaskedMLP(eqx.Module):
                 ("depth", depth),
             )
         )
-        sizes = [n * q + n] + [hidden_size] * depth + [n * q]
-        keys = jax.random.split(key, len(sizes) - 1)
-        self.layers = tuple(
-            eqx.nn.Linear(fan_in, fan_out, key=layer_key)
-            for fan_in, fan_out, layer_key in zip(sizes[:-1], sizes[1:], keys, strict=True)
-        )
+        self.layers = tuple(mlp_layers([n * q + n] + [hidden_size] * depth + [n * q], key))
         self.num_positions = n
         self.num_categories = q
         self.activation = activation
@@ -125,10 +151,7 @@ class MaskedMLP(eqx.Module):
                 f"MaskedMLP: x and mask must have shape ({n},) (one query; vmap for a batch), "
                 f"got {jnp.shape(x)} and {jnp.shape(mask)}"
             )
-        hidden = masked_inputs(x, mask, q)
-        for layer in self.layers[:-1]:
-            hidden = self.activation(layer(hidden))
-        return self.layers[-1](hidden).reshape(n, q)
+        return mlp_forward(self.layers, self.activation, masked_inputs(x, mask, q)).reshape(n, q)
 
     def __call__(self, x: Array, mask: Array) -> Array:
         r"""Log conditionals ``float32[n, q]``: row :math:`i` is :math:`\log p(X_i = \cdot

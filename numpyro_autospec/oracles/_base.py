@@ -60,7 +60,13 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
-__all__ = ["AnyOrderOracle", "FunctionOracle", "as_oracle", "marginal_conditionals"]
+__all__ = [
+    "AnyOrderOracle",
+    "FunctionOracle",
+    "as_oracle",
+    "block_indices",
+    "marginal_conditionals",
+]
 
 
 def marginal_conditionals(
@@ -90,6 +96,19 @@ def marginal_conditionals(
         return log_marginals(x, ranks < length)[site]
 
     return jax.vmap(row)(jnp.asarray(sites, jnp.int32), jnp.asarray(prefix_lengths, jnp.int32))
+
+
+def block_indices(ranks: Array, prefix_lengths: Array, num_positions: int) -> tuple[Array, Array]:
+    """The block form's ``ranks`` as int32 and its ``prefix_lengths`` as int32 clipped to
+    :math:`[0, n]`, as the one-pass block forms of the exact oracles read them.
+
+    >>> import jax.numpy as jnp
+    >>> ranks, lengths = block_indices(jnp.array([1, 0]), jnp.array([-1, 1, 5]), 2)
+    >>> ranks.dtype, lengths.tolist()
+    (dtype('int32'), [0, 1, 2])
+    """
+    ranks = jnp.asarray(ranks, jnp.int32)
+    return ranks, jnp.clip(jnp.asarray(prefix_lengths, jnp.int32), 0, num_positions)
 
 
 class AnyOrderOracle(abc.ABC):

@@ -21,8 +21,8 @@ from numpyro_autospec._core.parameters import (
 )
 from numpyro_autospec._core.prefix_sums import prefix_sum
 from numpyro_autospec.errors import OracleError, positive_integer
-from numpyro_autospec.oracles._base import AnyOrderOracle
-from numpyro_autospec.oracles._validation import check_values_in_support
+from numpyro_autospec.oracles._base import AnyOrderOracle, block_indices
+from numpyro_autospec.oracles._validation import check_observed
 
 __all__ = ["CurieWeissOracle", "curie_weiss_log_conditionals", "curie_weiss_log_marginals"]
 
@@ -115,8 +115,7 @@ def curie_weiss_log_conditionals(
     :math:`O(2^{20} + n + L)`."""
     x = jnp.asarray(x)
     n = x.shape[0]
-    ranks = jnp.asarray(ranks, jnp.int32)
-    prefix_lengths = jnp.clip(jnp.asarray(prefix_lengths, jnp.int32), 0, n)
+    ranks, prefix_lengths = block_indices(ranks, prefix_lengths, n)
     num_rows = prefix_lengths.shape[0]
     spins = (2 * x.astype(jnp.int32) - 1).astype(jnp.int32)
     if num_rows <= _MASKED_ROWS:
@@ -264,13 +263,9 @@ class CurieWeissOracle(AnyOrderOracle):
         n = self.num_positions
         beta = concrete_value(self.beta, "beta", owner="CurieWeissOracle")
         h = concrete_value(self.h, "h", owner="CurieWeissOracle")
-        values, mask = np.asarray(values), np.asarray(mask)
-        if values.shape != (n,) or mask.shape != (n,) or mask.dtype != np.bool_:
-            raise OracleError(
-                f"CurieWeissOracle: need values of shape ({n},) and a bool mask of shape "
-                f"({n},), got {values.dtype}{values.shape} and {mask.dtype}{mask.shape}"
-            )
-        check_values_in_support(np.where(mask, values, 0), 2, name="values")
+        values, mask = check_observed(
+            values, mask, n, 2, owner="CurieWeissOracle", error=OracleError
+        )
         free = n - int(mask.sum())
         pinned_sum = int(np.sum(2 * values[mask].astype(np.int64) - 1))
         free_sum = 2.0 * np.arange(free + 1) - free

@@ -16,7 +16,7 @@ from numpyro_autospec._core.parameters import (
 )
 from numpyro_autospec._core.prefix_sums import prefix_sum
 from numpyro_autospec.errors import OracleError
-from numpyro_autospec.oracles._base import AnyOrderOracle
+from numpyro_autospec.oracles._base import AnyOrderOracle, block_indices
 
 __all__ = ["HopfieldOracle", "hopfield_log_conditionals", "hopfield_log_marginals"]
 
@@ -79,8 +79,7 @@ def hopfield_log_conditionals(
     """
     patterns = jnp.asarray(patterns, jnp.float32)
     n = patterns.shape[1]
-    ranks = jnp.asarray(ranks, jnp.int32)
-    prefix_lengths = jnp.clip(jnp.asarray(prefix_lengths, jnp.int32), 0, n)
+    ranks, prefix_lengths = block_indices(ranks, prefix_lengths, n)
     spins = 2.0 * jnp.asarray(x, jnp.float32) - 1.0
     order = jnp.zeros(n, jnp.int32).at[ranks].set(jnp.arange(n, dtype=jnp.int32))
     steps = (patterns * spins[None, :])[:, order].T  # [n, R], step t's term of every overlap

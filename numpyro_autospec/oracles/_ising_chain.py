@@ -10,7 +10,7 @@ from jax.typing import ArrayLike
 
 from numpyro_autospec._core.parameters import is_traced, real_parameter, register_parameters
 from numpyro_autospec.errors import OracleError, positive_integer
-from numpyro_autospec.oracles._base import AnyOrderOracle
+from numpyro_autospec.oracles._base import AnyOrderOracle, block_indices
 from numpyro_autospec.oracles._chain_messages import (
     SPIN_PRODUCTS,
     SPINS,
@@ -136,8 +136,7 @@ def ising_chain_log_conditionals(
     """
     x = jnp.asarray(x, jnp.int32)
     n = x.shape[0]
-    ranks = jnp.asarray(ranks, jnp.int32)
-    prefix_lengths = jnp.clip(jnp.asarray(prefix_lengths, jnp.int32), 0, n)
+    ranks, prefix_lengths = block_indices(ranks, prefix_lengths, n)
     sites = jnp.clip(jnp.asarray(sites, jnp.int32), 0, n - 1)
     table = _transfer_table(couplings, fields)  # [K, n + 1, 2, 2]
     virtual = jnp.full(1, -1, jnp.int32)

@@ -13,7 +13,7 @@ from jax.typing import ArrayLike
 from numpyro_autospec._core.parameters import concrete_value, is_traced, register_parameters
 from numpyro_autospec.errors import OracleError
 from numpyro_autospec.oracles._base import AnyOrderOracle
-from numpyro_autospec.oracles._validation import check_values_in_support
+from numpyro_autospec.oracles._validation import check_observed
 
 __all__ = ["TableOracle", "table_log_marginals"]
 
@@ -157,13 +157,7 @@ class TableOracle(AnyOrderOracle):
         """
         n, q = self.num_positions, self.num_categories
         log_probs = concrete_value(self.log_probs, "log_probs", owner="TableOracle")
-        values, mask = np.asarray(values), np.asarray(mask)
-        if values.shape != (n,) or mask.shape != (n,) or mask.dtype != np.bool_:
-            raise OracleError(
-                f"TableOracle: need values of shape ({n},) and a bool mask of shape ({n},), got "
-                f"{values.dtype}{values.shape} and {mask.dtype}{mask.shape}"
-            )
-        check_values_in_support(np.where(mask, values, 0), q, name="values")
+        values, mask = check_observed(values, mask, n, q, owner="TableOracle", error=OracleError)
         selector = tuple(int(values[i]) if mask[i] else slice(None) for i in range(n))
         conditional = np.full(log_probs.shape, -np.inf)
         block = log_probs[selector]

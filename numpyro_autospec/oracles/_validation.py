@@ -44,6 +44,7 @@ from numpyro_autospec.errors import (
 
 __all__ = [
     "OracleDefect",
+    "check_observed",
     "check_oracle_signature",
     "check_order_and_observed",
     "check_permutation",
@@ -218,6 +219,41 @@ def check_permutation(order: ArrayLike, num_positions: int, *, name: str = "orde
         )
 
 
+def check_observed(
+    values: ArrayLike,
+    mask: ArrayLike,
+    num_positions: int,
+    num_categories: int,
+    *,
+    owner: str | None = None,
+    error: type[Exception] = InputError,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Observed ``values`` (read where ``mask`` is set) and their ``mask``, as numpy arrays
+    of shape ``[n]`` (the mask of a bool dtype), the observed values in :math:`[0, q)`.
+
+    :param owner: the class named at the start of the message on a wrong shape or dtype.
+    :param error: the exception raised on a wrong shape or dtype (values outside the support
+        raise :class:`InputError`, by :func:`check_values_in_support`).
+
+    >>> values, mask = check_observed([1, 0], [True, False], 2, 2)
+    >>> check_observed([1, 0], [1, 0], 2, 2, owner="MyOracle", error=OracleError)
+    Traceback (most recent call last):
+    ...
+    numpyro_autospec.errors.OracleError: MyOracle: need values of shape (2,) and a bool mask \
+of shape (2,), got int64(2,) and int64(2,)
+    """
+    n = int(num_positions)
+    values, mask = np.asarray(values), np.asarray(mask)
+    if values.shape != (n,) or mask.shape != (n,) or mask.dtype != np.bool_:
+        prefix = "" if owner is None else f"{owner}: "
+        raise error(
+            f"{prefix}need values of shape ({n},) and a bool mask of shape ({n},), got "
+            f"{values.dtype}{values.shape} and {mask.dtype}{mask.shape}"
+        )
+    check_values_in_support(np.where(mask, values, 0), num_categories, name="values")
+    return values, mask
+
+
 def check_order_and_observed(
     order: ArrayLike,
     values: ArrayLike | None,
@@ -245,12 +281,7 @@ def check_order_and_observed(
     n = int(num_positions)
     order = np.asarray(order)
     check_permutation(order, n)
-    mask = np.zeros(n, bool) if mask is None else np.asarray(mask)
-    values = np.zeros(n, np.int64) if values is None else np.asarray(values)
-    if values.shape != (n,) or mask.shape != (n,) or mask.dtype != np.bool_:
-        raise InputError(
-            f"need values of shape ({n},) and a bool mask of shape ({n},), got "
-            f"{values.dtype}{values.shape} and {mask.dtype}{mask.shape}"
-        )
-    check_values_in_support(np.where(mask, values, 0), num_categories, name="values")
+    mask = np.zeros(n, bool) if mask is None else mask
+    values = np.zeros(n, np.int64) if values is None else values
+    values, mask = check_observed(values, mask, n, num_categories)
     return order, values, mask
