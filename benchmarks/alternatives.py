@@ -56,28 +56,22 @@ import time
 import arviz
 import jax
 import jax.numpy as jnp
-import matplotlib
-from csv_tables import git_commit, markdown_row, markdown_table, write_csv
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import numpyro  # noqa: E402
-import numpyro.distributions as dist  # noqa: E402
-from baselines import cosine_schedule, maskgit_run, picard_run  # noqa: E402
-from numpyro.infer import MCMC, NUTS, DiscreteGibbs, DiscreteHMCGibbs  # noqa: E402
-from scipy import stats  # noqa: E402
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+from baselines import cosine_schedule, maskgit_run, picard_run
+from cases import RESULTS, make_diffusion
+from csv_tables import git_commit, markdown_table, pyplot, read_csv, save_figure, write_csv
+from diffusion_rounds import engine_capacity
+from numpyro.infer import MCMC, NUTS, DiscreteGibbs, DiscreteHMCGibbs
+from scipy import stats
 
 from numpyro_autospec._core.script_help import script_parser
-from numpyro_autospec.engine import run  # noqa: E402
-from numpyro_autospec.engine._sequential import sequential_run  # noqa: E402
-from numpyro_autospec.oracles import CurieWeissOracle, IsingChainOracle  # noqa: E402
-from numpyro_autospec.processes import AnyOrderProcess  # noqa: E402
+from numpyro_autospec.engine import run
+from numpyro_autospec.engine._sequential import sequential_run
+from numpyro_autospec.oracles import CurieWeissOracle, IsingChainOracle
+from numpyro_autospec.processes import AnyOrderProcess
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-from diffusion_rounds import engine_capacity, make_process  # noqa: E402
-
-RESULTS = os.path.join(HERE, "results")
 FIELDS = [
     "section", "target", "size", "method", "setting", "draws", "mean_rounds", "mean_queries",
     "bias_metric", "bias", "bias_p_value", "ess", "seconds", "ess_per_second",
@@ -137,33 +131,15 @@ def timed(function, *args):
     return result, time.perf_counter() - start
 
 
-def row(
-    section,
-    target,
-    size,
-    method,
-    setting,
-    draws,
-    rounds,
-    queries,
-    metric,
-    bias,
-    p_value,
-    effective,
-    seconds,
-):
-    return {
-        "section": section,
-        "target": target,
-        "size": size,
-        "method": method,
-        "setting": setting,
-        "draws": draws,
+def row(cell: dict, rounds, queries, bias: tuple, effective: float, seconds: float) -> dict:
+    """A CSV row: ``cell`` (section, target, size, method, setting, draws), the mean costs, the
+    ``bias`` (metric, value, p-value), the ESS, the seconds and the ESS per second and round."""
+    return cell | {
         "mean_rounds": float(np.mean(rounds)),
         "mean_queries": float(np.mean(queries)),
-        "bias_metric": metric,
-        "bias": bias,
-        "bias_p_value": p_value,
+        "bias_metric": bias[0],
+        "bias": bias[1],
+        "bias_p_value": bias[2],
         "ess": effective,
         "seconds": seconds,
         "ess_per_second": effective / seconds if seconds else float("nan"),
@@ -230,30 +206,22 @@ def anyorder_rows(section, target, n, args, report):
         def bias_of(values):
             return ("TV statistic", *binned_bias(law, statistic(target, values)))
 
-    def add(method, setting, samples, seconds):
-        values = np.asarray(samples.value)
+    def add(method, setting, values, rounds, queries, seconds):
+        cell = dict(section=section, target=target, size=n, method=method, setting=setting)
+        cell["draws"] = len(values)
         rows.append(
-            row(
-                section,
-                target,
-                n,
-                method,
-                setting,
-                len(values),
-                samples.rounds,
-                samples.queries,
-                *bias_of(values),
-                ess(statistic(target, values)),
-                seconds,
-            )
+            row(cell, rounds, queries, bias_of(values), ess(statistic(target, values)), seconds)
         )
         report(rows[-1])
 
+    def add_samples(method, setting, samples, seconds):
+        add(method, setting, np.asarray(samples.value), samples.rounds, samples.queries, seconds)
+
     samples, seconds = timed(lambda k: run(process, k), keys)
-    add("autospec", "default", samples, seconds)
+    add_samples("autospec", "default", samples, seconds)
     if section == "small":
         samples, seconds = timed(lambda k: sequential_run(process, k), keys)
-        add("sequential", "", samples, seconds)
+        add_samples("sequential", "", samples, seconds)
     for num_rounds in args.maskgit_rounds if section != "small" else args.small_rounds:
         if num_rounds > n:
             continue
@@ -263,34 +231,18 @@ def anyorder_rows(section, target, n, args, report):
             samples, seconds = timed(
                 lambda k, s=schedule, o=order: maskgit_run(process, k, s, o), keys
             )
-            add(method, f"R={num_rounds}", samples, seconds)
+            add_samples(method, f"R={num_rounds}", samples, seconds)
     if section != "small" and n <= args.gibbs_max_size:
         for kind in ("gibbs", "hmcgibbs"):
             values, seconds = measure_gibbs(target, oracle, kind, args.sweeps, args.seed)
-            sweeps = len(values)
-            rounds = np.full(sweeps, n)
-            rows.append(
-                row(
-                    section,
-                    target,
-                    n,
-                    kind,
-                    f"{sweeps} sweeps",
-                    sweeps,
-                    rounds,
-                    2 * rounds,
-                    *bias_of(values),
-                    ess(statistic(target, values)),
-                    seconds,
-                )
-            )
-            report(rows[-1])
+            rounds = np.full(len(values), n)
+            add(kind, f"{len(values)} sweeps", values, rounds, 2 * rounds, seconds)
     return rows
 
 
 # ------------------------------------------------------------------------------ diffusion
 def diffusion_rows(num_steps, args, report):
-    process = make_process("mixture", num_steps)
+    process = make_diffusion("mixture", num_steps)
     means = np.asarray(process.denoiser.means)
     labels_of = lambda values: np.argmin(  # noqa: E731
         ((np.asarray(values)[:, None, :] - means[None]) ** 2).sum(-1), axis=1
@@ -319,25 +271,10 @@ def diffusion_rows(num_steps, args, report):
 
     def add(method, setting, samples, seconds, coupled=None):
         values = np.asarray(samples.value)
-        effective = ess(values[:, 0])
-        total_variation, p_value = law_bias(values)
-        rows.append(
-            row(
-                "diffusion",
-                "mixture-8x16",
-                num_steps,
-                method,
-                setting,
-                len(values),
-                samples.rounds,
-                samples.queries,
-                "TV labels",
-                total_variation,
-                p_value,
-                effective,
-                seconds,
-            )
-        )
+        cell = dict(section="diffusion", target="mixture-8x16", size=num_steps, method=method)
+        cell |= {"setting": setting, "draws": len(values)}
+        bias = ("TV labels", *law_bias(values))
+        rows.append(row(cell, samples.rounds, samples.queries, bias, ess(values[:, 0]), seconds))
         if coupled is not None:
             rows[-1]["bias_metric"] = f"TV labels; E|d|={coupled:.2e}"
         report(rows[-1])
@@ -364,45 +301,31 @@ def diffusion_rows(num_steps, args, report):
 
 
 # ------------------------------------------------------------------------------ report
-def format_row(entry: dict) -> str:
-    return markdown_row(
-        [
-            entry["section"],
-            entry["target"],
-            entry["size"],
-            entry["method"],
-            entry["setting"],
-            entry["draws"],
-            f"{entry['mean_rounds']:.1f}",
-            f"{entry['mean_queries']:.1f}",
-            entry["bias_metric"],
-            f"{entry['bias']:.3f}",
-            f"{entry['bias_p_value']:.2g}",
-            f"{entry['ess']:.0f}",
-            f"{entry['ess_per_second']:.3g}",
-            f"{entry['ess_per_round']:.3g}",
-        ]
-    )
-
-
-#: the table's header and separator lines (its rows are printed as they are measured)
-HEADER = markdown_table(
+#: the table's header line and a row's cells (its rows are printed as they are measured)
+HEADER = (
     "section | target | size | method | setting | draws | rounds | queries | bias metric "
     "| bias | p | ESS | ESS/s | ESS/round"
 )
+CELLS = (
+    "{section} | {target} | {size} | {method} | {setting} | {draws} | {mean_rounds:.1f} "
+    "| {mean_queries:.1f} | {bias_metric} | {bias:.3f} | {bias_p_value:.2g} | {ess:.0f} "
+    "| {ess_per_second:.3g} | {ess_per_round:.3g}"
+)
+
+
+def format_row(entry: dict) -> str:
+    return markdown_table(HEADER, [entry], CELLS).splitlines()[-1]
 
 
 def plot(rows: list[dict], out_dir: str) -> list[str]:
+    plt = pyplot()
     paths = []
-    colors = {
-        "autospec": "C0",
-        "sequential": "k",
-        "maskgit": "C3",
-        "maskgit-random": "C1",
-        "gibbs": "C2",
-        "hmcgibbs": "C4",
-        "picard": "C5",
-    }
+
+    def save(figure, name):
+        paths.append(save_figure(figure, os.path.join(out_dir, name)))
+
+    colors = dict(autospec="C0", sequential="k", maskgit="C3", gibbs="C2", hmcgibbs="C4")
+    colors |= {"maskgit-random": "C1", "picard": "C5"}
 
     # rounds against n: rounds per exact draw, or per effective sample for the MCMC chains
     figure, axes = plt.subplots(1, 3, figsize=(15, 4.2))
@@ -419,28 +342,20 @@ def plot(rows: list[dict], out_dir: str) -> list[str]:
         if section == "anyorder":
             axis.plot(sizes, sizes, ":", color="k", label="sequential (n)")
         for method in ("autospec", "gibbs", "hmcgibbs", "sequential", "picard"):
-            settings = sorted(
-                {r["setting"] for r in cells if r["method"] == method and method == "picard"}
-                or {None}
-            )
-            for setting in settings:
-                points = [
+            chain = method in ("gibbs", "hmcgibbs")
+            mine = [r for r in cells if r["method"] == method]
+            for setting in sorted({r["setting"] for r in mine}) if method == "picard" else [None]:
+                points = sorted(
                     (
                         r["size"],
-                        r["mean_rounds"]
-                        * (
-                            r["draws"] / max(r["ess"], 1e-9)
-                            if method in ("gibbs", "hmcgibbs")
-                            else 1.0
-                        ),
+                        r["mean_rounds"] * (r["draws"] / max(r["ess"], 1e-9) if chain else 1),
                     )
-                    for r in cells
-                    if r["method"] == method and setting in (None, r["setting"])
-                ]
-                points.sort()
+                    for r in mine
+                    if setting in (None, r["setting"])
+                )
                 if not points:
                     continue
-                label = method + (" (per ESS)" if method in ("gibbs", "hmcgibbs") else "")
+                label = method + (" (per ESS)" if chain else "")
                 label += f" {setting}" if method == "picard" else ""
                 axis.plot(
                     *zip(*points, strict=True),
@@ -458,9 +373,7 @@ def plot(rows: list[dict], out_dir: str) -> list[str]:
         )
         axis.grid(True, which="both", alpha=0.3)
         axis.legend(fontsize=7)
-    figure.tight_layout()
-    paths.append(os.path.join(out_dir, "alternatives_rounds.png"))
-    figure.savefig(paths[-1], dpi=120)
+    save(figure, "alternatives_rounds.png")
 
     # bias against rounds: MaskGIT on the enumerable targets and the large ones
     figure, axes = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -489,9 +402,7 @@ def plot(rows: list[dict], out_dir: str) -> list[str]:
         )
         axis.grid(True, which="both", alpha=0.3)
         axis.legend(fontsize=7)
-    figure.tight_layout()
-    paths.append(os.path.join(out_dir, "alternatives_bias.png"))
-    figure.savefig(paths[-1], dpi=120)
+    save(figure, "alternatives_bias.png")
 
     # ESS per second
     cells = [r for r in rows if r["section"] in ("anyorder", "diffusion")]
@@ -500,14 +411,11 @@ def plot(rows: list[dict], out_dir: str) -> list[str]:
     figure, axis = plt.subplots(figsize=(max(8, 1.6 * len(groups)), 4.2))
     width = 0.8 / len(methods)
     for index, method in enumerate(methods):
-        heights = []
-        for group in groups:
-            here = [
-                r["ess_per_second"]
-                for r in cells
-                if (r["section"], r["target"], r["size"]) == group and r["method"] == method
-            ]
-            heights.append(max(here) if here else 0.0)
+        best = {}  # the best setting's ESS per second in each group
+        for r in (r for r in cells if r["method"] == method):
+            group = (r["section"], r["target"], r["size"])
+            best[group] = max(best.get(group, r["ess_per_second"]), r["ess_per_second"])
+        heights = [best.get(group, 0.0) for group in groups]
         axis.bar(
             np.arange(len(groups)) + index * width,
             heights,
@@ -519,9 +427,7 @@ def plot(rows: list[dict], out_dir: str) -> list[str]:
     axis.set_xticklabels([f"{t}\n{s}" for _, t, s in groups], fontsize=8)
     axis.set(yscale="log", ylabel="ESS per second (this machine)")
     axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    figure.tight_layout()
-    paths.append(os.path.join(out_dir, "alternatives_ess.png"))
-    figure.savefig(paths[-1], dpi=120)
+    save(figure, "alternatives_ess.png")
     return paths
 
 
@@ -536,7 +442,7 @@ def main(args: argparse.Namespace) -> list[dict]:
     os.makedirs(args.out_dir, exist_ok=True)
     if args.merge:
         return write(merge(args.merge), args)
-    print(HEADER, flush=True)
+    print(markdown_table(HEADER), flush=True)
 
     partial = os.path.join(args.out_dir, args.name + ".partial.csv")
     with open(partial, "w", newline="") as handle:
@@ -566,22 +472,11 @@ def main(args: argparse.Namespace) -> list[dict]:
 
 def merge(paths: list[str]) -> list[dict]:
     """The rows of earlier runs' CSVs (numbers parsed back), in the order given."""
-    rows = []
-    for path in paths:
-        with open(path, newline="") as handle:
-            for entry in csv.DictReader(handle):
-                for field in FIELDS:
-                    if field not in (
-                        "section",
-                        "target",
-                        "method",
-                        "setting",
-                        "bias_metric",
-                        "commit",
-                    ):
-                        entry[field] = float(entry[field])
-                entry["size"], entry["draws"] = int(entry["size"]), int(entry["draws"])
-                rows.append(entry)
+    text = ("section", "target", "method", "setting", "bias_metric", "commit")
+    rows = [entry for path in paths for entry in read_csv(path)]
+    for entry in rows:
+        entry |= {field: float(entry[field]) for field in FIELDS if field not in text}
+        entry["size"], entry["draws"] = int(entry["size"]), int(entry["draws"])
     return rows
 
 
@@ -592,8 +487,8 @@ def write(rows: list[dict], args: argparse.Namespace) -> list[dict]:
     command = "python benchmarks/alternatives.py " + " ".join(sys.argv[1:])
     with open(stem + ".txt", "w") as handle:
         commits = ", ".join(sorted({entry["commit"] for entry in rows}))
-        handle.write(f"# {command.strip()} (commit {commits})\n\n{HEADER}\n")
-        handle.write("\n".join(format_row(entry) for entry in rows) + "\n")
+        table = markdown_table(HEADER, rows, CELLS)
+        handle.write(f"# {command.strip()} (commit {commits})\n\n{table}\n")
     if not args.no_plot:
         for path in plot(rows, args.out_dir):
             print("wrote", path)
@@ -603,92 +498,47 @@ def write(rows: list[dict], args: argparse.Namespace) -> list[dict]:
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = script_parser(__doc__)
-    parser.add_argument(
-        "--sections",
-        nargs="+",
-        default=["small", "anyorder", "diffusion"],
-        choices=["small", "anyorder", "diffusion"],
-        help="which parts of the comparison to run",
-    )
-    parser.add_argument(
-        "--sizes", type=int, nargs="+", default=[256, 1024], help="any-order sizes n"
-    )
-    parser.add_argument(
-        "--targets",
-        nargs="+",
-        default=["curie-weiss", "ising-chain"],
-        choices=["curie-weiss", "ising-chain"],
-        help="large any-order targets",
-    )
-    parser.add_argument("--steps", type=int, nargs="+", default=[256], help="diffusion steps N")
-    parser.add_argument("--large", action="store_true", help="add n = 4096 and N = 1024")
-    parser.add_argument("--quick", action="store_true", help="smoke run: tiny sizes and draws")
-    parser.add_argument("--draws", type=int, default=400, help="draws per any-order cell")
-    parser.add_argument(
-        "--small-draws", type=int, default=20000, help="draws per enumerable cell (n = 10)"
-    )
-    parser.add_argument(
-        "--maskgit-rounds",
-        type=int,
-        nargs="+",
-        default=[8, 64],
-        help="MaskGIT rounds R on the large targets",
-    )
-    parser.add_argument(
+    option = parser.add_argument
+    sections, targets = ["small", "anyorder", "diffusion"], ["curie-weiss", "ising-chain"]
+    which = "which parts of the comparison to run"
+    option("--sections", nargs="+", default=sections, choices=sections, help=which)
+    option("--sizes", type=int, nargs="+", default=[256, 1024], help="any-order sizes n")
+    option("--targets", nargs="+", default=targets, choices=targets, help="large any-order targets")
+    option("--steps", type=int, nargs="+", default=[256], help="diffusion steps N")
+    option("--large", action="store_true", help="add n = 4096 and N = 1024")
+    option("--quick", action="store_true", help="smoke run: tiny sizes and draws")
+    option("--draws", type=int, default=400, help="draws per any-order cell")
+    option("--small-draws", type=int, default=20000, help="draws per enumerable cell (n = 10)")
+    rounds = "MaskGIT rounds R on the"
+    option("--maskgit-rounds", type=int, nargs="+", default=[8, 64], help=f"{rounds} large targets")
+    option(
         "--small-rounds",
         type=int,
         nargs="+",
         default=[1, 2, 5, 10],
-        help="MaskGIT rounds R on the enumerable targets (n = 10)",
+        help=f"{rounds} enumerable targets (n = 10)",
     )
-    parser.add_argument(
-        "--small-targets",
-        nargs="+",
-        default=["curie-weiss", "ising-chain"],
-        choices=["curie-weiss", "ising-chain"],
-        help="enumerable targets",
+    option(
+        "--small-targets", nargs="+", default=targets, choices=targets, help="enumerable targets"
     )
-    parser.add_argument("--sweeps", type=int, default=400, help="Gibbs sweeps after burn-in")
-    parser.add_argument(
-        "--gibbs-max-size", type=int, default=4096, help="largest n for NumPyro's Gibbs chains"
-    )
-    parser.add_argument(
-        "--ising-max-size",
-        type=int,
-        default=1024,
-        help="largest Ising chain (its autospec queries are O(n) scans)",
-    )
-    parser.add_argument(
-        "--diffusion-draws",
-        type=int,
-        default=256,
-        help="draws of the Euler chain and Picard per diffusion cell",
-    )
-    parser.add_argument(
-        "--autospec-diffusion-draws",
-        type=int,
-        default=16,
-        help="autospeculation draws per diffusion cell",
-    )
-    parser.add_argument("--window", type=int, default=64, help="Picard window p")
-    parser.add_argument(
-        "--tolerances",
-        type=float,
-        nargs="+",
-        default=[0.3, 0.1, 0.01, 0.0],
-        help="Picard tolerances",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
-    parser.add_argument("--out-dir", default=RESULTS, help="directory of the table, CSV and plots")
-    parser.add_argument("--name", default="alternatives", help="file stem")
-    parser.add_argument("--no-plot", action="store_true")
-    parser.add_argument(
-        "--merge",
-        nargs="+",
-        metavar="CSV",
-        help="measure nothing: merge these CSVs (runs of separate sections) "
-        "into one table and one set of plots",
-    )
+    option("--sweeps", type=int, default=400, help="Gibbs sweeps after burn-in")
+    option("--gibbs-max-size", type=int, default=4096, help="largest n for NumPyro's Gibbs chains")
+    ising = "largest Ising chain (its autospec queries are O(n) scans)"
+    option("--ising-max-size", type=int, default=1024, help=ising)
+    draws = "draws of the Euler chain and Picard per diffusion cell"
+    option("--diffusion-draws", type=int, default=256, help=draws)
+    draws = "autospeculation draws per diffusion cell"
+    option("--autospec-diffusion-draws", type=int, default=16, help=draws)
+    option("--window", type=int, default=64, help="Picard window p")
+    tolerances = [0.3, 0.1, 0.01, 0.0]
+    option("--tolerances", type=float, nargs="+", default=tolerances, help="Picard tolerances")
+    option("--seed", type=int, default=0, help="PRNG seed")
+    option("--out-dir", default=RESULTS, help="directory of the table, CSV and plots")
+    option("--name", default="alternatives", help="file stem")
+    option("--no-plot", action="store_true")
+    merge = "measure nothing: merge these CSVs (runs of separate sections) into one table and "
+    merge += "one set of plots"
+    option("--merge", nargs="+", metavar="CSV", help=merge)
     return parser.parse_args(argv)
 
 

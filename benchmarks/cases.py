@@ -28,6 +28,7 @@ __all__ = [
     "case_parser",
     "child_result",
     "make_denoiser",
+    "make_diffusion",
     "make_process",
 ]
 
@@ -53,12 +54,31 @@ def make_denoiser(target: str):
     raise ValueError(f"unknown diffusion target {target!r}")
 
 
+def make_diffusion(target: str, n: int, speculation: str = "none"):
+    """Stochastic localization of ``target`` on ``default_times(n)`` (t_max = 1000); the
+    speculation freezes the drift (``speculation = "none"``) or follows the linear response of
+    a Gaussian of that variance (a number, ``DiffusionProcess(speculation_variance=...)``) or
+    of the denoiser's posterior covariance (``"posterior"``, or ``"posterior:R"`` for its
+    rank-``R`` estimate)."""
+    from numpyro_autospec.processes import DiffusionProcess, default_times
+    from numpyro_autospec.processes._diffusion import POSTERIOR
+
+    denoiser, dim = make_denoiser(target)
+    spec, _, rank = speculation.strip().lower().partition(":")
+    variance = None if spec == "none" else spec if spec == POSTERIOR else float(spec)
+    rank = int(rank) if rank else None
+    times = default_times(n)
+    return DiffusionProcess(
+        denoiser, dim, times, name=target, speculation_variance=variance, posterior_rank=rank
+    )
+
+
 def make_process(case: str):
     """The process of a case name (the module docstring)."""
     from targets import PottsCountOracle, RandomMLPOracle, UniformOracle
 
     from numpyro_autospec.oracles import CurieWeissOracle, IsingChainOracle
-    from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess, default_times
+    from numpyro_autospec.processes import AnyOrderProcess
 
     family, size, *rest = case.split("-")
     n = int(size)
@@ -74,16 +94,8 @@ def make_process(case: str):
     if family == "uniform":
         return AnyOrderProcess(UniformOracle(n, 2), n, 2)
     if family in ("digits", "mixture"):
-        denoiser, dim = make_denoiser(family)
-        suffix = rest[0] if rest else "none"
-        variance = None
-        if suffix == "posterior":
-            variance = "posterior"
-        elif suffix.startswith("s"):
-            variance = float(suffix[1:])
-        return DiffusionProcess(
-            denoiser, dim, default_times(n), name=family, speculation_variance=variance
-        )
+        suffix = rest[0] if rest else "none"  # none, sS (variance S) or posterior
+        return make_diffusion(family, n, suffix[1:] if suffix.startswith("s") else suffix)
     raise ValueError(f"unknown case {case!r}")
 
 

@@ -1,8 +1,8 @@
-"""The benchmark scripts' results as CSV files and Markdown tables: one CSV writer for every
-script that saves a whole table at once (the scripts that stream rows as they measure them,
-``rounds.py``, ``alternatives.py``'s partial file and ``diffusion_rounds.py``, append with
-``csv`` directly), the Markdown table the scripts print, and the commit their rows are stamped
-with.
+"""The benchmark scripts' results as CSV files, Markdown tables and figures: one CSV writer for
+every script that saves a whole table at once (the scripts that stream rows as they measure
+them, ``rounds.py``, ``alternatives.py``'s partial file and ``diffusion_rounds.py``, append with
+``csv`` directly) and its reader, the Markdown table the scripts print, the commit their rows
+are stamped with, and Matplotlib's non-interactive pyplot with the figures' saver.
 
 Imported by bare name (``from csv_tables import write_csv``): a script run as
 ``python benchmarks/NAME.py`` has this folder first on ``sys.path``.
@@ -15,7 +15,15 @@ import os
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["git_commit", "markdown_row", "markdown_table", "write_csv"]
+__all__ = [
+    "git_commit",
+    "markdown_row",
+    "markdown_table",
+    "pyplot",
+    "read_csv",
+    "save_figure",
+    "write_csv",
+]
 
 #: the benchmarks' folder, where git is asked about the checkout
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,20 +49,33 @@ def write_csv(
     return path
 
 
+def read_csv(path: str) -> list[dict[str, str]]:
+    """The rows of the CSV file ``path`` as written (strings), ``[]`` where there is none."""
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as file:
+        return list(csv.DictReader(file))
+
+
 def markdown_row(cells: Iterable[object]) -> str:
     """One line of a Markdown table: ``| a | b |`` (each cell as ``str`` gives it)."""
     return "| " + " | ".join(str(cell) for cell in cells) + " |"
 
 
-def markdown_table(header: str, rows: Iterable[Iterable[object]] = ()) -> str:
-    """A Markdown table: the header line, the separator line, a line per row of cells (no
-    rows: the header and the separator, for a script that prints its rows as they come).
+def markdown_table(header: str, rows: Iterable = (), template: str | None = None) -> str:
+    """A Markdown table: the header line, the separator line, a line per row (no rows: the
+    header and the separator, for a script that prints its rows as they come).
 
     :param header: the column names separated by ``" | "``, as the header line shows them
         without its outer bars (``"case | rounds"``).
+    :param rows: lists of cells, or with ``template`` mappings (a CSV row each).
+    :param template: the cells of a row as one format string filled from the row's mapping,
+        separated by ``" | "`` (``"{case} | {rounds:.1f}"``).
     """
     columns = header.split(" | ")
     lines = [markdown_row(columns), "|" + "---|" * len(columns)]
+    if template is not None:
+        rows = ([template.format_map(row)] for row in rows)
     lines += [markdown_row(row) for row in rows]
     return "\n".join(lines)
 
@@ -79,3 +100,22 @@ def git_commit(dirty_of: str | None = None) -> str:
         return commit or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+def pyplot():
+    """``matplotlib.pyplot`` on the non-interactive ``Agg`` backend (the scripts write files),
+    imported when a script draws its plot."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(figure, path: str, dpi: int = 120) -> str:
+    """Lay ``figure`` out, save it as ``path``, close it and return ``path``."""
+    figure.tight_layout()
+    figure.savefig(path, dpi=dpi)
+    pyplot().close(figure)
+    return path

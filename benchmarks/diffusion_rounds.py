@@ -54,22 +54,18 @@ import itertools
 import math
 import os
 import time
-from typing import NamedTuple
 
 import jax
 import numpy as np
-from cases import make_denoiser
-from csv_tables import git_commit
+from cases import RESULTS, make_diffusion
+from csv_tables import git_commit, pyplot, save_figure
 
 from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import Capacity, run
 from numpyro_autospec.engine._plan import plan
-from numpyro_autospec.processes import DiffusionProcess, default_times
-from numpyro_autospec.processes._diffusion import POSTERIOR
+from numpyro_autospec.processes import DiffusionProcess
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
 TARGETS = ("digits", "mixture")
 FIELDS = [
     "target", "dim", "n", "speculation", "block", "growth", "leaf", "num_slots", "draws",
@@ -78,43 +74,6 @@ FIELDS = [
     "sequential_rounds", "speedup",
     "seconds_per_draw", "compile_seconds", "commit",
 ]  # fmt: skip
-
-
-class Cell(NamedTuple):
-    """One measured cell: a target, a grid size and a sampler setting."""
-
-    target: str
-    dim: int
-    n: int
-    speculation: str
-    block: str
-    growth: float
-    leaf: int
-    num_slots: int  # the pool size the engine ran with (resolved, not requested)
-    rounds: np.ndarray
-    queries: np.ndarray
-    seconds_per_draw: float
-    compile_seconds: float
-
-
-# --------------------------------------------------------------------------- targets
-def make_process(target: str, n: int, speculation: str = "none") -> DiffusionProcess:
-    """Stochastic localization of ``target`` on ``default_times(n)`` (t_max = 1000); the
-    speculation freezes the drift (``speculation = "none"``) or follows the linear response of
-    a Gaussian of that variance (a number, ``DiffusionProcess(speculation_variance=...)``) or
-    of the denoiser's posterior covariance (``"posterior"``, or ``"posterior:R"`` for its
-    rank-``R`` estimate)."""
-    denoiser, dim = make_denoiser(target)
-    spec, _, rank = speculation.strip().lower().partition(":")
-    variance = None if spec == "none" else spec if spec == POSTERIOR else float(spec)
-    return DiffusionProcess(
-        denoiser,
-        dim,
-        default_times(n),
-        name=target,
-        speculation_variance=variance,
-        posterior_rank=int(rank) if rank else None,
-    )
 
 
 # --------------------------------------------------------------------------- settings
@@ -162,9 +121,10 @@ def measure(
     num_slots: int | None = None,
     leaf: int = 1,
     speculation: str = "none",
-) -> Cell:
-    """``draws`` engine draws in calls of ``draws_per_call`` (one compilation)."""
-    process = make_process(target, n, speculation)
+) -> dict:
+    """The CSV row (without its commit) of ``draws`` engine draws in calls of ``draws_per_call``
+    (one compilation)."""
+    process = make_diffusion(target, n, speculation)
     config = sampler_config(block, growth, n, leaf)
     capacity = engine_capacity(process, memory_budget, num_slots)
     calls = math.ceil(draws / draws_per_call)
@@ -181,35 +141,20 @@ def measure(
         rounds.append(np.asarray(samples.rounds))
         queries.append(np.asarray(samples.queries))
     seconds = (time.perf_counter() - start) / (calls * draws_per_call)
-    return Cell(
-        target,
-        process.dim,
-        n,
-        speculation,
-        block,
-        growth,
-        leaf,
-        plan(process, config, capacity, draws_per_call, keys[0, 0]).num_slots - draws_per_call,
-        np.concatenate(rounds)[:draws],
-        np.concatenate(queries)[:draws],
-        seconds,
-        compile_seconds,
-    )
-
-
-def summarize(cell: Cell, commit: str) -> dict:
-    """The CSV row of a cell."""
-    rounds, queries = cell.rounds.astype(float), cell.queries.astype(float)
-    sequential = cell.n + 1  # N Euler-Maruyama steps and the final query f(t_N, y_N)
+    # the pool size the engine ran with (resolved, not requested)
+    slots = plan(process, config, capacity, draws_per_call, keys[0, 0]).num_slots - draws_per_call
+    rounds = np.concatenate(rounds)[:draws].astype(float)
+    queries = np.concatenate(queries)[:draws].astype(float)
+    sequential = n + 1  # N Euler-Maruyama steps and the final query f(t_N, y_N)
     return {
-        "target": cell.target,
-        "dim": cell.dim,
-        "n": cell.n,
-        "speculation": cell.speculation,
-        "block": cell.block,
-        "growth": cell.growth,
-        "leaf": cell.leaf,
-        "num_slots": cell.num_slots,
+        "target": target,
+        "dim": process.dim,
+        "n": n,
+        "speculation": speculation,
+        "block": block,
+        "growth": growth,
+        "leaf": leaf,
+        "num_slots": slots,
         "draws": rounds.size,
         "mean_rounds": round(rounds.mean(), 2),
         "se_rounds": round(rounds.std(ddof=1) / math.sqrt(rounds.size), 2)
@@ -219,12 +164,11 @@ def summarize(cell: Cell, commit: str) -> dict:
         "p90_rounds": round(float(np.percentile(rounds, 90)), 1),
         "max_rounds": int(rounds.max()),
         "mean_queries": round(queries.mean(), 1),
-        "queries_per_n": round(queries.mean() / cell.n, 2),
+        "queries_per_n": round(queries.mean() / n, 2),
         "sequential_rounds": sequential,
         "speedup": round(sequential / rounds.mean(), 2),
-        "seconds_per_draw": round(cell.seconds_per_draw, 3),
-        "compile_seconds": round(cell.compile_seconds, 1),
-        "commit": commit,
+        "seconds_per_draw": round(seconds, 3),
+        "compile_seconds": round(compile_seconds, 1),
     }
 
 
@@ -282,11 +226,7 @@ def _groups(rows: list[dict]) -> dict:
 
 def plot(rows: list[dict], path: str) -> None:
     """Log-log plot of mean rounds (with p90 as error bars) against N, sequential dashed."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     targets = sorted({row["target"] for row in rows})
     fig, axes = plt.subplots(1, len(targets), figsize=(5.5 * len(targets), 4.2), squeeze=False)
     for ax, target in zip(axes[0], targets, strict=True):
@@ -313,9 +253,7 @@ def plot(rows: list[dict], path: str) -> None:
         ax.set_ylabel("rounds per draw (mean; bar to p90)")
         ax.set_title(f"stochastic localization: {target}")
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(args: argparse.Namespace) -> list[dict]:
@@ -326,30 +264,19 @@ def main(args: argparse.Namespace) -> list[dict]:
     with open(csv_path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
         writer.writeheader()
-        for target in args.targets:
-            for n in args.sizes:
-                for block in args.block_sizes:
-                    for growth, leaf, speculation in itertools.product(
-                        args.growth, args.leaf_sizes, args.speculation_variances
-                    ):
-                        cell = measure(
-                            target,
-                            n,
-                            block,
-                            growth,
-                            args.draws,
-                            seed=args.seed,
-                            draws_per_call=args.draws_per_call,
-                            memory_budget=args.memory_budget,
-                            num_slots=args.num_slots,
-                            leaf=leaf,
-                            speculation=speculation,
-                        )
-                        row = summarize(cell, commit)
-                        rows.append(row)
-                        writer.writerow(row)
-                        f.flush()
-                        print(table([row]).splitlines()[1], flush=True)
+        options = ("seed", "draws_per_call", "memory_budget", "num_slots")
+        common = {name: getattr(args, name) for name in options}
+        grid = (args.targets, args.sizes, args.block_sizes, args.growth, args.leaf_sizes)
+        for target, n, block, growth, leaf, speculation in itertools.product(
+            *grid, args.speculation_variances
+        ):
+            row = measure(
+                target, n, block, growth, args.draws, leaf=leaf, speculation=speculation, **common
+            )
+            rows.append(row | {"commit": commit})
+            writer.writerow(rows[-1])
+            f.flush()
+            print(table(rows[-1:]).splitlines()[1], flush=True)
     print()
     print(table(rows))
     print(f"\nCSV saved to {csv_path}")
@@ -362,50 +289,31 @@ def main(args: argparse.Namespace) -> list[dict]:
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = script_parser(__doc__)
-    parser.add_argument(
-        "--targets", nargs="+", default=list(TARGETS), choices=TARGETS, help="denoisers"
-    )
-    parser.add_argument(
-        "--sizes", type=int, nargs="+", default=[64, 256, 1024, 4096], help="time-grid sizes N"
-    )
-    parser.add_argument("--draws", type=int, default=20, help="draws per cell")
-    parser.add_argument(
-        "--block-sizes",
-        nargs="+",
-        default=["none"],
-        help="root block sizes: none (whole path), Cs (C sqrt(N)) or integers",
-    )
-    parser.add_argument("--growth", type=float, nargs="+", default=[1.0], help="rho values")
-    parser.add_argument(
-        "--leaf-sizes",
-        type=int,
-        nargs="+",
-        default=[1],
-        help="leaf sizes: blocks of at most this many steps are sampled step by step",
-    )
-    parser.add_argument(
-        "--speculation-variances",
-        nargs="+",
-        default=["none"],
-        help="none (the drift frozen over a block, the paper), s^2 of the linear-response "
+    option = parser.add_argument
+    option("--targets", nargs="+", default=list(TARGETS), choices=TARGETS, help="denoisers")
+    sizes = [64, 256, 1024, 4096]
+    option("--sizes", type=int, nargs="+", default=sizes, help="time-grid sizes N")
+    option("--draws", type=int, default=20, help="draws per cell")
+    blocks = "root block sizes: none (whole path), Cs (C sqrt(N)) or integers"
+    option("--block-sizes", nargs="+", default=["none"], help=blocks)
+    option("--growth", type=float, nargs="+", default=[1.0], help="rho values")
+    leaves = "leaf sizes: blocks of at most this many steps are sampled step by step"
+    option("--leaf-sizes", type=int, nargs="+", default=[1], help=leaves)
+    variances = (
+        "none (the drift frozen over a block, the paper), s^2 of the linear-response "
         "speculation (DiffusionProcess speculation_variance), posterior (the posterior "
         "covariance's response, read from the denoiser's Jacobian) or posterior:R (its "
-        "rank-R estimate, posterior_rank=R)",
+        "rank-R estimate, posterior_rank=R)"
     )
-    parser.add_argument(
-        "--draws-per-call", type=int, default=1, help="draws sharing one engine pool"
-    )
-    parser.add_argument("--memory-budget", type=int, default=1 << 30, help="bytes")
-    parser.add_argument(
-        "--num-slots",
-        type=int,
-        default=None,
-        help="pool size (None: the engine's, at least 512 for these roots)",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
-    parser.add_argument("--out-dir", default=RESULTS, help="directory of the CSV and plot")
-    parser.add_argument("--name", default="diffusion_rounds", help="CSV/PNG file stem")
-    parser.add_argument("--no-plot", action="store_true")
+    option("--speculation-variances", nargs="+", default=["none"], help=variances)
+    option("--draws-per-call", type=int, default=1, help="draws sharing one engine pool")
+    option("--memory-budget", type=int, default=1 << 30, help="bytes")
+    slots = "pool size (None: the engine's, at least 512 for these roots)"
+    option("--num-slots", type=int, default=None, help=slots)
+    option("--seed", type=int, default=0, help="PRNG seed")
+    option("--out-dir", default=RESULTS, help="directory of the CSV and plot")
+    option("--name", default="diffusion_rounds", help="CSV/PNG file stem")
+    option("--no-plot", action="store_true")
     return parser.parse_args(argv)
 
 

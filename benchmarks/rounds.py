@@ -17,8 +17,7 @@ blocks as fallback) and ``paper:`` (the paper's recursion as written, ``root_win
 
 Every cell runs on the engine: :func:`numpyro_autospec.engine.run` under ``jax.jit``
 (``--draws-per-call`` draws share one task pool; ``--slots-per-draw`` sets the pool size), which
-also gives wall and compile times.  (A NumPy re-implementation, ``prototypes.py``, with a
-``--backend sim`` here, was removed: it had drifted from the engine.)
+also gives wall and compile times.
 
 ``--overhead`` measures the engine's per-round scheduler overhead instead, on the first of
 ``--targets``, by oracle doubling (see :func:`measure_overhead`).
@@ -34,18 +33,35 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import math
 import os
 import time
 
+import jax
 import numpy as np
-from csv_tables import git_commit, markdown_table, write_csv
+from cases import RESULTS
+from csv_tables import (
+    git_commit,
+    markdown_row,
+    markdown_table,
+    pyplot,
+    read_csv,
+    save_figure,
+    write_csv,
+)
 
 from numpyro_autospec._core.script_help import script_parser
-from numpyro_autospec.oracles import AnyOrderOracle
+from numpyro_autospec.config import SamplerConfig
+from numpyro_autospec.engine import Capacity, run
+from numpyro_autospec.oracles import (
+    AnyOrderOracle,
+    CurieWeissOracle,
+    HopfieldOracle,
+    IsingChainOracle,
+)
+from numpyro_autospec.processes import AnyOrderProcess
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
 #: the rows' commit stamps get ``+dirty`` when the package has uncommitted changes
 PACKAGE = "../numpyro_autospec"
 
@@ -64,23 +80,10 @@ PAPER = "paper:"
 TUNED = "paper:block=8s,growth=3"
 
 FIELDS = [
-    "backend",
-    "target",
-    "n",
-    "method",
-    "config",
-    "draws",
-    "mean_rounds",
-    "se_rounds",
-    "p90_rounds",
-    "mean_queries",
-    "queries_per_nlog2n",
-    "mean_conditionals",
-    "conditionals_per_nlog2n",
-    "seconds_per_draw",
-    "compile_seconds",
-    "commit",
-]
+    "backend", "target", "n", "method", "config", "draws", "mean_rounds", "se_rounds",
+    "p90_rounds", "mean_queries", "queries_per_nlog2n", "mean_conditionals",
+    "conditionals_per_nlog2n", "seconds_per_draw", "compile_seconds", "commit",
+]  # fmt: skip
 
 
 def parse_config(config: str) -> tuple[str, dict]:
@@ -99,10 +102,6 @@ def resolve_size(value, n):
 
 def project_oracle(target: str, n: int):
     """The project's JAX oracle for a target name."""
-    import jax
-
-    from numpyro_autospec.oracles import CurieWeissOracle, HopfieldOracle, IsingChainOracle
-
     kind, _, param = target.partition(":")
     if kind == "cw":
         return CurieWeissOracle(n, beta=float(param))
@@ -119,8 +118,6 @@ def sampler_config(config: str, n: int):
     recursion fallback), ``paper:`` / ``paper:block=8s`` the paper's root (``root_windows=False``),
     ``assd:k=256`` / ``block:k=1024`` the peers; knobs ``window``, ``floor``, ``fallback``,
     ``min_window``, ``max_window``, ``window_growth``, ``growth``, ``leaf``, ``lookahead``."""
-    from numpyro_autospec.config import SamplerConfig
-
     method, knobs = parse_config(config)
     size = knobs.get("k", knobs.get("block"))
     extra = {}
@@ -141,34 +138,7 @@ def sampler_config(config: str, n: int):
     )
 
 
-def _row(backend, target, n, config, rounds, queries, seconds, compile_seconds, conditionals):
-    rounds, queries = np.asarray(rounds, float), np.asarray(queries, float)
-    conditionals = np.asarray(conditionals, float)
-    return {
-        "backend": backend,
-        "target": target,
-        "n": n,
-        "method": parse_config(config)[0],
-        "config": config,
-        "draws": len(rounds),
-        "mean_rounds": round(rounds.mean(), 2),
-        "se_rounds": round(rounds.std(ddof=1) / math.sqrt(len(rounds)), 2)
-        if len(rounds) > 1
-        else 0.0,
-        "p90_rounds": round(float(np.percentile(rounds, 90)), 1),
-        "mean_queries": round(queries.mean(), 1),
-        "queries_per_nlog2n": round(queries.mean() / (n * math.log2(n)), 3),
-        "mean_conditionals": round(conditionals.mean(), 1),
-        "conditionals_per_nlog2n": round(conditionals.mean() / (n * math.log2(n)), 3),
-        "seconds_per_draw": round(seconds, 3),
-        "compile_seconds": round(compile_seconds, 1),
-        "commit": "",
-    }
-
-
 def engine_capacity(draws_per_call: int, slots_per_draw: int, memory_budget: int):
-    from numpyro_autospec.engine import Capacity
-
     slots = None if slots_per_draw <= 0 else slots_per_draw * draws_per_call
     return Capacity(num_slots=slots, memory_budget=memory_budget)
 
@@ -185,11 +155,6 @@ def compiled_engine(oracle, n, config, capacity, keys):
     ``jax.jit`` keys its own cache on), ``n``, config and capacity; returns
     ``(program, compile_seconds)`` with ``program(oracle, keys)`` (``compile_seconds`` is 0 for
     a program compiled before)."""
-    import jax
-
-    from numpyro_autospec.engine import run
-    from numpyro_autospec.processes import AnyOrderProcess
-
     if any(leaf is oracle for leaf in jax.tree.leaves(oracle)):
         # not a pytree (the overhead's DoubledOracle): a program of its own, closing over it
         program = jax.jit(lambda keys: run(AnyOrderProcess(oracle, n, 2), keys, config, capacity))
@@ -224,8 +189,6 @@ def measure_engine(
     """Draws with :func:`numpyro_autospec.engine.run` under ``jit``; compile time measured on
     ``lower().compile()`` (:func:`compiled_engine`: 0 where a target of the same family
     compiled the program)."""
-    import jax
-
     oracle = oracle or project_oracle(target, n)
     cfg = sampler_config(config, n)
     capacity = engine_capacity(draws_per_call, slots_per_draw, memory_budget)
@@ -242,7 +205,31 @@ def measure_engine(
         conditionals += list(np.asarray(samples.conditionals))
     seconds = (time.perf_counter() - start) / (calls * draws_per_call)
     cpu_seconds = time.process_time() - cpu_start
-    row = _row("engine", target, n, config, rounds, queries, seconds, compile_seconds, conditionals)
+    per_draw = np.asarray(rounds, float)
+    mean_queries, mean_conditionals = (
+        np.mean(queries, dtype=float),
+        np.mean(conditionals, dtype=float),
+    )
+    se = per_draw.std(ddof=1) / math.sqrt(len(rounds)) if len(rounds) > 1 else 0.0
+    nlog2n = n * math.log2(n)
+    row = {
+        "backend": "engine",
+        "target": target,
+        "n": n,
+        "method": parse_config(config)[0],
+        "config": config,
+        "draws": len(rounds),
+        "mean_rounds": round(per_draw.mean(), 2),
+        "se_rounds": round(se, 2),
+        "p90_rounds": round(float(np.percentile(per_draw, 90)), 1),
+        "mean_queries": round(mean_queries, 1),
+        "queries_per_nlog2n": round(mean_queries / nlog2n, 3),
+        "mean_conditionals": round(mean_conditionals, 1),
+        "conditionals_per_nlog2n": round(mean_conditionals / nlog2n, 3),
+        "seconds_per_draw": round(seconds, 3),
+        "compile_seconds": round(compile_seconds, 1),
+        "commit": "",
+    }
     if keep_draws:
         row["_rounds"], row["_queries"], row["_cpu_seconds"] = rounds, queries, cpu_seconds
     return row
@@ -266,15 +253,11 @@ class DoubledOracle(AnyOrderOracle):
         self.depends_on_order = oracle.depends_on_order
 
     def log_marginals(self, x, mask):
-        import jax
-
         first = self.oracle.log_marginals(x, mask)
         x2, mask2 = jax.lax.optimization_barrier((x, mask))
         return (first + self.oracle.log_marginals(x2, mask2)) * 0.5
 
     def log_conditionals(self, x, ranks, sites, prefix_lengths):
-        import jax
-
         first = self.oracle.log_conditionals(x, ranks, sites, prefix_lengths)
         again = jax.lax.optimization_barrier((x, ranks, sites, prefix_lengths))
         return (first + self.oracle.log_conditionals(*again)) * 0.5
@@ -293,19 +276,11 @@ def measure_overhead(target, n, config, draws, draws_per_call=1, slots_per_draw=
     wall time.
     """
     oracle = project_oracle(target, n)
-    one = measure_engine(
-        target, n, config, draws, 0, draws_per_call, slots_per_draw, oracle=oracle, keep_draws=True
-    )
-    two = measure_engine(
-        target,
-        n,
-        config,
-        draws,
-        0,
-        draws_per_call,
-        slots_per_draw,
-        oracle=DoubledOracle(oracle),
-        keep_draws=True,
+    one, two = (
+        measure_engine(
+            target, n, config, draws, 0, draws_per_call, slots_per_draw, oracle=o, keep_draws=True
+        )
+        for o in (oracle, DoubledOracle(oracle))
     )
     same = one["_rounds"] == two["_rounds"] and one["_queries"] == two["_queries"]
     rounds = float(np.sum(one["_rounds"]))
@@ -371,27 +346,26 @@ def best_rows(rows):
 def table(rows) -> str:
     best = best_rows(rows)
     families = sorted({k[2] for k in best}, key=_family_order)
-    lines = [
-        "| target | n | method | config | mean rounds | p90 | queries | conditionals | "
-        "c/(n log2 n) | s/draw | compile s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    header = (
+        "target | n | method | config | mean rounds | p90 | queries | conditionals | "
+        "c/(n log2 n) | s/draw | compile s"
+    )
+    lines = [markdown_table(header)]
     cells = sorted({(k[0], k[1]) for k in best}, key=lambda c: (c[1], _target_order(c[0])))
     for target, n in cells:
+        name = TARGETS.get(target, target)
         lines.append(
-            f"| {TARGETS.get(target, target)} | {n} | sequential | | {n} | {n} | {n} | "
-            f"{n} | {1 / math.log2(n):.3f} | | |"
+            f"| {name} | {n} | sequential | | {n} | {n} | {n} | {n} | {1 / math.log2(n):.3f} | | |"
         )
-        for fam in families:
-            row = best.get((target, n, fam))
-            if row is None:
-                continue
+        for row in filter(None, (best.get((target, n, fam)) for fam in families)):
             lines.append(
-                f"| {TARGETS.get(target, target)} | {n} | {fam} | `{row['config']}` | "
-                f"{row['mean_rounds']} ± {row['se_rounds']} | {row['p90_rounds']} | "
-                f"{float(row['mean_queries']):.0f} | {row.get('mean_conditionals', '')} | "
-                f"{row.get('conditionals_per_nlog2n', '')} | "
-                f"{row['seconds_per_draw']} | {row['compile_seconds']} |"
+                markdown_row(
+                    [name, n, family(row), f"`{row['config']}`"]
+                    + [f"{row['mean_rounds']} ± {row['se_rounds']}", row["p90_rounds"]]
+                    + [f"{float(row['mean_queries']):.0f}", row.get("mean_conditionals", "")]
+                    + [row.get("conditionals_per_nlog2n", ""), row["seconds_per_draw"]]
+                    + [row["compile_seconds"]]
+                )
             )
     return "\n".join(lines)
 
@@ -457,11 +431,7 @@ def _target_order(target):
 
 
 def plot(rows, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     best = best_rows(rows)
     targets = sorted({k[0] for k in best}, key=_target_order)
     # a curve per named family (the peers, the default, the paper's root) measured at two
@@ -482,27 +452,15 @@ def plot(rows, path):
                 pts = sorted((k[1], v) for k, v in best.items() if k[0] == target and k[2] == fam)
                 if not pts:
                     continue
-                xs = [p[0] for p in pts]
-                color = f"C{i}"
+                xs, rows_at = [p[0] for p in pts], [p[1] for p in pts]
                 if what == "rounds":
-                    ax.plot(
-                        xs,
-                        [float(p[1]["mean_rounds"]) for p in pts],
-                        "-o",
-                        color=color,
-                        ms=3,
-                        label=fam,
-                    )
-                    ax.plot(xs, [float(p[1]["p90_rounds"]) for p in pts], "--", color=color, lw=0.8)
+                    ys = [float(r["mean_rounds"]) for r in rows_at]
+                    p90 = [float(r["p90_rounds"]) for r in rows_at]
                 else:
-                    ax.plot(
-                        xs,
-                        [float(p[1].get("mean_conditionals") or p[1]["mean_queries"]) for p in pts],
-                        "-o",
-                        color=color,
-                        ms=3,
-                        label=fam,
-                    )
+                    ys = [float(r.get("mean_conditionals") or r["mean_queries"]) for r in rows_at]
+                ax.plot(xs, ys, "-o", color=f"C{i}", ms=3, label=fam)
+                if what == "rounds":
+                    ax.plot(xs, p90, "--", color=f"C{i}", lw=0.8)
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             ax.grid(True, which="both", lw=0.3)
@@ -511,16 +469,7 @@ def plot(rows, path):
     axes[0, 0].set_ylabel("rounds (mean -, p90 --)")
     axes[1, 0].set_ylabel("conditionals computed (mean)")
     axes[0, 0].legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-
-
-def read_csv(path):
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return list(csv.DictReader(f))
+    save_figure(fig, path, dpi=130)
 
 
 def main(args):
@@ -555,40 +504,24 @@ def main(args):
     if existing and list(existing[0]) != FIELDS:  # written before columns were added
         write_csv(path, existing, FIELDS)
     done = {(r["target"], int(r["n"]), r["config"]) for r in existing}
-    configs = (
-        [f"assd:k={k}" for k in args.windows]
-        + [f"block:k={k}" for k in args.windows]
-        + [DEFAULT]
-        + ([PAPER, args.tuned] if args.paper else [])
-        + args.extra
-    )
+    configs = [f"{method}:k={k}" for method in ("assd", "block") for k in args.windows]
+    configs += [DEFAULT] + ([PAPER, args.tuned] if args.paper else []) + args.extra
     commit = git_commit(dirty_of=PACKAGE)
     tasks = []
-    for n in args.sizes:
-        for target in args.targets:
-            for config in configs:
-                if (target, n, config) in done and not args.force:
-                    continue
-                method, knobs = parse_config(config)
-                if method in ("assd", "block") and resolve_size(knobs["k"], n) > n:
-                    continue  # the same as k = n
-                tasks.append((target, n, config))
-    new = not existing
+    for n, target, config in itertools.product(args.sizes, args.targets, configs):
+        if (target, n, config) in done and not args.force:
+            continue
+        method, knobs = parse_config(config)
+        if method in ("assd", "block") and resolve_size(knobs["k"], n) > n:
+            continue  # the same as k = n
+        tasks.append((target, n, config))
+    pool = (args.draws_per_call, args.slots_per_draw, args.memory_budget)
     with open(path, "a", newline="") as f:
         writer = csv.DictWriter(f, FIELDS)
-        if new:
+        if not existing:
             writer.writeheader()
         for target, n, config in tasks:
-            row = measure_engine(
-                target,
-                n,
-                config,
-                args.draws,
-                args.seed,
-                args.draws_per_call,
-                args.slots_per_draw,
-                args.memory_budget,
-            )
+            row = measure_engine(target, n, config, args.draws, args.seed, *pool)
             _emit(writer, f, row, commit)
     every_size = [r for r in read_csv(path) if r["target"] in args.targets]
     rows = [r for r in every_size if int(r["n"]) in args.sizes]
@@ -615,65 +548,34 @@ def _emit(writer, f, row, commit):
 
 def parse_args(argv=None):
     parser = script_parser(__doc__)
-    parser.add_argument("--targets", nargs="*", default=list(TARGETS), help="any-order targets")
-    parser.add_argument(
-        "--sizes", nargs="*", type=int, default=[64, 256, 1024, 4096, 16384], help="sizes n"
-    )
-    parser.add_argument(
-        "--windows",
-        nargs="*",
-        default=["16", "64", "256"],
-        help="assd/block windows k (a suffix s means k * sqrt(n))",
-    )
-    parser.add_argument(
+    option = parser.add_argument
+    option("--targets", nargs="*", default=list(TARGETS), help="any-order targets")
+    sizes = [64, 256, 1024, 4096, 16384]
+    option("--sizes", nargs="*", type=int, default=sizes, help="sizes n")
+    windows = "assd/block windows k (a suffix s means k * sqrt(n))"
+    option("--windows", nargs="*", default=["16", "64", "256"], help=windows)
+    option(
         "--tuned", default=TUNED, help="the paper's recursion with tuned knobs (run with --paper)"
     )
-    parser.add_argument(
-        "--paper",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also run the paper's recursion as written (slow at large n)",
-    )
-    parser.add_argument(
-        "--extra",
-        nargs="*",
-        default=[],
-        help="more engine configs, e.g. autospec:window=2s,floor=0",
-    )
-    parser.add_argument("--draws", type=int, default=20, help="draws per cell")
-    parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
-    parser.add_argument(
-        "--draws-per-call", type=int, default=4, help="draws sharing one engine pool"
-    )
-    parser.add_argument(
-        "--slots-per-draw",
-        type=int,
-        default=128,
-        help="pool slots per draw of a call (<= 0: the engine's default)",
-    )
-    parser.add_argument(
-        "--memory-budget", type=int, default=1 << 30, help="engine memory budget in bytes"
-    )
-    parser.add_argument(
-        "--csv",
-        default=None,
-        help="CSV path (None: benchmarks/results/rounds_sweep.csv, or overhead.csv with "
-        "--overhead)",
-    )
-    parser.add_argument("--figure", default=None, help="plot path (None: next to the CSV)")
-    parser.add_argument("--force", action="store_true", help="re-measure cells in the CSV")
-    parser.add_argument(
-        "--report",
-        action="store_true",
-        help="print compact tables and slopes and draw the plot from the CSV, measure nothing",
-    )
-    parser.add_argument("--overhead", action="store_true")
-    parser.add_argument(
-        "--overhead-configs",
-        nargs="*",
-        default=["assd:k=256", "autospec:"],
-        help="configs measured by --overhead",
-    )
+    paper = "also run the paper's recursion as written (slow at large n)"
+    option("--paper", action=argparse.BooleanOptionalAction, default=True, help=paper)
+    extra = "more engine configs, e.g. autospec:window=2s,floor=0"
+    option("--extra", nargs="*", default=[], help=extra)
+    option("--draws", type=int, default=20, help="draws per cell")
+    option("--seed", type=int, default=0, help="PRNG seed")
+    option("--draws-per-call", type=int, default=4, help="draws sharing one engine pool")
+    slots = "pool slots per draw of a call (<= 0: the engine's default)"
+    option("--slots-per-draw", type=int, default=128, help=slots)
+    option("--memory-budget", type=int, default=1 << 30, help="engine memory budget in bytes")
+    path = "CSV path (None: benchmarks/results/rounds_sweep.csv, or overhead.csv with --overhead)"
+    option("--csv", default=None, help=path)
+    option("--figure", default=None, help="plot path (None: next to the CSV)")
+    option("--force", action="store_true", help="re-measure cells in the CSV")
+    report = "print compact tables and slopes and draw the plot from the CSV, measure nothing"
+    option("--report", action="store_true", help=report)
+    option("--overhead", action="store_true")
+    configs = ["assd:k=256", "autospec:"]
+    option("--overhead-configs", nargs="*", default=configs, help="configs measured by --overhead")
     return parser.parse_args(argv)
 
 

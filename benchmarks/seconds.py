@@ -41,12 +41,13 @@ import time
 
 import jax
 import numpy as np
-from cases import child_result, make_process
-from csv_tables import markdown_table, write_csv
+from cases import RESULTS, child_result, make_process
+from csv_tables import markdown_table, pyplot, save_figure, write_csv
+from rounds import parse_config, sampler_config
 
 from numpyro_autospec._core.script_help import script_parser
+from numpyro_autospec.engine import Capacity, run, sequential_run
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = (
     "cw-1024",
     "cw-4096",
@@ -139,10 +140,6 @@ def measure_sampler(sampler, draws: int, repeats: int, name: str) -> dict:
 def measure(case: str, draws: int, repeats: int, configs: list[str]) -> list[dict]:
     """One case, in this process: the sequential sampler once, then ``engine.run`` under each
     of ``configs``; one row per configuration, each with the same sequential columns."""
-    from rounds import parse_config, sampler_config
-
-    from numpyro_autospec.engine import Capacity, run, sequential_run
-
     process = make_process(case)
     # a chain never speculates: with the posterior covariance's speculation it would still
     # compute the denoiser's Jacobian at every step, so it runs the frozen drift's process
@@ -175,7 +172,6 @@ def measure(case: str, draws: int, repeats: int, configs: list[str]) -> list[dic
 
 def measure_memory(case: str) -> dict:
     """Peak RSS of one autospeculation draw of ``case``, in this (fresh) process."""
-    from numpyro_autospec.engine import run
 
     def peak_mb() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -203,20 +199,11 @@ def memory_table(rows: list[dict]) -> str:
         "case | baseline RSS MB | after compile MB | peak RSS, one draw MB | XLA scratch MB "
         "| rounds"
     )
-    return markdown_table(
-        header,
-        (
-            [
-                r["case"],
-                f"{r['baseline_rss_mb']:.0f}",
-                f"{r['compiled_rss_mb']:.0f}",
-                f"{r['peak_rss_mb']:.0f}",
-                f"{r['xla_temp_mb']:.0f}",
-                r["rounds"],
-            ]
-            for r in rows
-        ),
+    cells = (
+        "{case} | {baseline_rss_mb:.0f} | {compiled_rss_mb:.0f} | {peak_rss_mb:.0f} "
+        "| {xla_temp_mb:.0f} | {rounds}"
     )
+    return markdown_table(header, rows, cells)
 
 
 def table(rows: list[dict]) -> str:
@@ -226,34 +213,21 @@ def table(rows: list[dict]) -> str:
         "| rounds (seq / auto mean ± se / max) "
         "| queries (seq / auto) | conditionals auto (mean / max) | peak RSS MB"
     ).format(d=rows[0]["draws"] if rows else "")
-    return markdown_table(
-        header,
-        (
-            [
-                r["case"],
-                r["config"],
-                f"{r['sequential_s_per_draw']:.4f}",
-                f"{r['autospec_s_per_draw']:.4f} ± {r['autospec_s_se']:.4f} "
-                f"/ {r['autospec_s_median']:.4f} / {r['autospec_s_max']:.4f}",
-                f"{r['speedup_one']:.2f}x / {r['speedup_median']:.2f}x",
-                f"{r['speedup_many']:.2f}x",
-                f"{r['sequential_rounds']:.0f} / {r['autospec_rounds']:.1f} "
-                f"± {r['autospec_rounds_se']:.1f} / {r['autospec_rounds_max']}",
-                f"{r['sequential_queries']:.0f} / {r['autospec_queries']:.1f}",
-                f"{r['autospec_conditionals']:.0f} / {r['autospec_conditionals_max']}",
-                f"{r['peak_rss_mb']:.0f}",
-            ]
-            for r in rows
-        ),
+    cells = (
+        "{case} | {config} | {sequential_s_per_draw:.4f} | {autospec_s_per_draw:.4f} "
+        "± {autospec_s_se:.4f} / {autospec_s_median:.4f} / {autospec_s_max:.4f} "
+        "| {speedup_one:.2f}x / {speedup_median:.2f}x | {speedup_many:.2f}x "
+        "| {sequential_rounds:.0f} / {autospec_rounds:.1f} ± {autospec_rounds_se:.1f} "
+        "/ {autospec_rounds_max} | {sequential_queries:.0f} / {autospec_queries:.1f} "
+        "| {autospec_conditionals:.0f} / {autospec_conditionals_max} | {peak_rss_mb:.0f}"
     )
+    return markdown_table(header, rows, cells)
 
 
 def plot(rows: list[dict], path: str) -> None:
     import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 4.5))
     several = len({r["config"] for r in rows}) > 1
     cases = [r["case"] + (f" {r['config']}" if several else "") for r in rows]
@@ -276,8 +250,7 @@ def plot(rows: list[dict], path: str) -> None:
     ax.yaxis.set_minor_formatter(ticks)
     ax.set_title("Autospeculation against sequential sampling, same oracle (CPU)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
 
 
 def main(args: argparse.Namespace) -> None:
@@ -314,34 +287,28 @@ def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = script_parser(__doc__)
-    parser.add_argument(
+    option = parser.add_argument
+    option(
         "--cases",
         nargs="+",
         default=list(CASES),
         choices=CASES,
         help="cases, each run in its own process",
     )
-    parser.add_argument(
-        "--configs",
-        nargs="+",
-        default=["autospec:"],
-        help="engine configs in benchmarks/rounds.py's notation ('autospec:' is the default, "
+    configs = (
+        "engine configs in benchmarks/rounds.py's notation ('autospec:' is the default, "
         "'autospec:window_growth=2,leaf=2' changes two knobs, 'autospec:lanes=4' advances "
-        "four slots per pass), each timed against the same sequential run",
+        "four slots per pass), each timed against the same sequential run"
     )
-    parser.add_argument("--draws", type=int, default=8, help="draws per call (many-draw rate)")
-    parser.add_argument(
-        "--repeats",
-        type=int,
-        default=16,
-        help="keys timed after the first call (each twice, the faster kept); seconds per "
-        "draw is their mean (calls of --draws draws: half as many keys)",
+    option("--configs", nargs="+", default=["autospec:"], help=configs)
+    option("--draws", type=int, default=8, help="draws per call (many-draw rate)")
+    repeats = (
+        "keys timed after the first call (each twice, the faster kept); seconds per "
+        "draw is their mean (calls of --draws draws: half as many keys)"
     )
-    parser.add_argument(
-        "--memory",
-        action="store_true",
-        help="measure the peak RSS of one autospeculation draw per case instead (memory.csv)",
-    )
-    parser.add_argument("--out", default=os.path.join(HERE, "results"), help="CSV and plot")
-    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    option("--repeats", type=int, default=16, help=repeats)
+    memory = "measure the peak RSS of one autospeculation draw per case instead (memory.csv)"
+    option("--memory", action="store_true", help=memory)
+    option("--out", default=RESULTS, help="CSV and plot")
+    option("--child", default=None, help=argparse.SUPPRESS)
     main(parser.parse_args())

@@ -29,23 +29,19 @@ import os
 import sys
 import time
 
+import jax
 import numpy as np
-from cases import child_result
-from csv_tables import markdown_table, write_csv
+from cases import RESULTS, child_result
+from csv_tables import markdown_table, pyplot, save_figure, write_csv
+from targets import RandomMLPOracle
 
 from numpyro_autospec._core.script_help import script_parser
-
-HERE = os.path.dirname(os.path.abspath(__file__))
+from numpyro_autospec.engine import Capacity, run
+from numpyro_autospec.processes import AnyOrderProcess
 
 
 def measure(args: argparse.Namespace, devices: int | None) -> dict:
     """One device count (``None``: no mesh), in this process."""
-    import jax
-    from targets import RandomMLPOracle
-
-    from numpyro_autospec.engine import Capacity, run
-    from numpyro_autospec.processes import AnyOrderProcess
-
     n = args.num_positions
     process = AnyOrderProcess(RandomMLPOracle(n, 2, hidden=args.hidden), n, 2)
     mesh = None
@@ -86,31 +82,16 @@ def table(rows: list[dict]) -> str:
         "devices | s per call (fastest / median) | draws/s | oracle evaluations/s "
         "| conditionals/s | mean rounds | mean queries | compile s | draws digest"
     )
-    return markdown_table(
-        header,
-        (
-            [
-                r["devices"],
-                f"{r['seconds']:.3f} / {r['median_seconds']:.3f}",
-                f"{r['draws_per_s']:.1f}",
-                f"{r['evaluations_per_s']:.0f}",
-                f"{r['conditionals_per_s']:.0f}",
-                f"{r['rounds']:.1f}",
-                f"{r['queries']:.1f}",
-                f"{r['compile_s']:.1f}",
-                r["digest"],
-            ]
-            for r in rows
-        ),
+    cells = (
+        "{devices} | {seconds:.3f} / {median_seconds:.3f} | {draws_per_s:.1f} "
+        "| {evaluations_per_s:.0f} | {conditionals_per_s:.0f} | {rounds:.1f} | {queries:.1f} "
+        "| {compile_s:.1f} | {digest}"
     )
+    return markdown_table(header, rows, cells)
 
 
 def plot(rows: list[dict], path: str, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     sharded = [r for r in rows if r["devices"] != "none"]
     baseline = [r for r in rows if r["devices"] == "none"]
     counts = [int(r["devices"]) for r in sharded]
@@ -129,8 +110,7 @@ def plot(rows: list[dict], path: str, title: str) -> None:
         ax.set_ylim(bottom=0)
         ax.legend()
     fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
 
 
 def main(args: argparse.Namespace) -> None:
@@ -172,23 +152,15 @@ def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = script_parser(__doc__)
-    parser.add_argument(
-        "--devices",
-        nargs="+",
-        type=int,
-        default=[1, 2, 4],
-        help="device counts, each in its own process",
-    )
-    parser.add_argument(
-        "--platform",
-        default="cpu",
-        choices=["cpu", "gpu", "tpu"],
-        help="cpu: forced host devices; otherwise the first D devices",
-    )
-    parser.add_argument("--draws", type=int, default=16, help="draws per call (one pool)")
-    parser.add_argument("--repeats", type=int, default=15, help="timed calls after the first")
-    parser.add_argument("--num-positions", type=int, default=128, help="n, sites of the oracle")
-    parser.add_argument("--hidden", type=int, default=1024, help="hidden units of the MLP")
-    parser.add_argument("--out", default=os.path.join(HERE, "results"), help="CSV and plot")
-    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    option = parser.add_argument
+    devices = "device counts, each in its own process"
+    option("--devices", nargs="+", type=int, default=[1, 2, 4], help=devices)
+    platform = "cpu: forced host devices; otherwise the first D devices"
+    option("--platform", default="cpu", choices=["cpu", "gpu", "tpu"], help=platform)
+    option("--draws", type=int, default=16, help="draws per call (one pool)")
+    option("--repeats", type=int, default=15, help="timed calls after the first")
+    option("--num-positions", type=int, default=128, help="n, sites of the oracle")
+    option("--hidden", type=int, default=1024, help="hidden units of the MLP")
+    option("--out", default=RESULTS, help="CSV and plot")
+    option("--child", default=None, help=argparse.SUPPRESS)
     main(parser.parse_args())

@@ -18,7 +18,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 
-__all__ = ["add_common_options", "save_figure"]
+__all__ = [
+    "add_chain_options",
+    "add_common_options",
+    "add_digits_mlp_options",
+    "checkpoint_options",
+    "save_figure",
+]
 
 
 def add_common_options(
@@ -53,6 +59,34 @@ def add_common_options(
         parser.add_argument(
             "--no-progress-bar", dest="progress_bar", action="store_false", help=quiet_help
         )
+
+
+def add_chain_options(parser: argparse.ArgumentParser, num_samples: int) -> None:
+    """Adds ``--num-samples`` (default ``num_samples``) draws per chain and ``--num-chains``
+    (default 2), the chains of one ``MCMC`` run, vectorized over one shared pool."""
+    parser.add_argument("--num-samples", type=int, default=num_samples, help="draws per chain")
+    parser.add_argument(
+        "--num-chains", type=int, default=2, help="chains (vectorized: one shared pool)"
+    )
+
+
+def add_digits_mlp_options(
+    parser: argparse.ArgumentParser, *, depth: int, learning_rate_help: str
+) -> None:
+    """Adds the options of an MLP trained on the 8x8 digit images by Adam: ``--hidden-size``
+    (default 256), ``--depth`` (default ``depth``), ``--batch-size`` (default 128) and
+    ``--learning-rate`` (default 1e-3, described by ``learning_rate_help``)."""
+    parser.add_argument("--hidden-size", type=int, default=256, help="units per hidden layer")
+    parser.add_argument("--depth", type=int, default=depth, help="hidden layers")
+    parser.add_argument("--batch-size", type=int, default=128, help="images per Adam step")
+    parser.add_argument("--learning-rate", type=float, default=1e-3, help=learning_rate_help)
+
+
+def checkpoint_options(args: argparse.Namespace) -> dict:
+    """The keywords ``seed``, ``cache`` and ``retrain`` of a trained network's cache
+    (``load_or_train``, ``load_or_train_denoiser``) from the options that
+    :func:`add_common_options` adds with ``checkpoints=True``."""
+    return {"seed": args.seed, "cache": args.cache_dir, "retrain": args.retrain}
 
 
 def save_figure(

@@ -62,7 +62,7 @@ from numpyro_autospec.learned import (
 )
 from numpyro_autospec.processes import AnyOrderProcess
 
-from _common import add_common_options, save_figure
+from _common import add_common_options, checkpoint_options, save_figure
 
 METHODS = ("autospec", "sequential", "kv-cache")
 
@@ -72,25 +72,15 @@ def train_or_load(args: argparse.Namespace, corpus) -> tuple[TransformerOracle, 
     config = TransformerConfig(
         args.num_positions, VOCABULARY_SIZE, args.model_size, args.num_layers, args.num_heads
     )
-    settings = {
-        "data": f"stdlib, held-out fraction {args.held_out_fraction}, {args.max_characters} chars",
-        "num_steps": args.num_steps,
-        "batch_size": args.batch_size,
-        "learning_rate": args.learning_rate,
-        "objective": args.objective,
-    }
+    training = {name: getattr(args, name) for name in ("batch_size", "learning_rate", "objective")}
+    data = f"stdlib, held-out fraction {args.held_out_fraction}, {args.max_characters} chars"
+    settings = {"data": data, "num_steps": args.num_steps, **training}  # the checkpoint's key
 
     def train(model: TransformerOracle) -> tuple[TransformerOracle, dict]:
         begin = time.perf_counter()
+        key = jax.random.PRNGKey(args.seed + 1)
         model, losses = train_transformer(
-            jax.random.PRNGKey(args.seed + 1),
-            model,
-            corpus.train,
-            args.num_steps,
-            batch_size=args.batch_size,
-            learning_rate=args.learning_rate,
-            objective=args.objective,
-            progress_bar=args.progress_bar,
+            key, model, corpus.train, args.num_steps, progress_bar=args.progress_bar, **training
         )
         seconds = time.perf_counter() - begin
         held_out = random_windows(
@@ -107,13 +97,7 @@ def train_or_load(args: argparse.Namespace, corpus) -> tuple[TransformerOracle, 
         }
 
     model, metadata, directory = load_or_train(
-        "code-transformer",
-        config,
-        settings,
-        train,
-        seed=args.seed,
-        cache=args.cache_dir,
-        retrain=args.retrain,
+        "code-transformer", config, settings, train, **checkpoint_options(args)
     )
     origin = "loaded from" if metadata["loaded_from_cache"] else "trained and saved to"
     print(

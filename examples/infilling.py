@@ -35,7 +35,7 @@ from numpyro_autospec import AnyOrderAR, AutospecKernel
 from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.oracles import IsingChainOracle
 
-from _common import add_common_options, save_figure
+from _common import add_chain_options, add_common_options, save_figure
 
 
 def pinned_sites(n: int, num_pinned: int) -> tuple[np.ndarray, np.ndarray]:
@@ -136,10 +136,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--num-positions", type=int, default=18, help="n")
     parser.add_argument("--num-pinned", type=int, default=3, help="pinned sites at each end")
     parser.add_argument("--coupling", type=float, default=0.8, help="J")
-    parser.add_argument("--num-samples", type=int, default=400, help="draws per chain")
-    parser.add_argument(
-        "--num-chains", type=int, default=2, help="chains (vectorized: one shared pool)"
-    )
+    add_chain_options(parser, num_samples=400)
     add_common_options(parser)
     return parser.parse_args(argv)
 

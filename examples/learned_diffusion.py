@@ -49,7 +49,7 @@ from numpyro_autospec.engine import run, sequential_run
 from numpyro_autospec.learned import DenoiserConfig, load_or_train_denoiser
 from numpyro_autospec.processes import default_times
 
-from _common import add_common_options, save_figure
+from _common import add_common_options, add_digits_mlp_options, checkpoint_options, save_figure
 
 DIM = 64
 LABELS = ("learned", "exact point cloud")
@@ -128,10 +128,8 @@ def main(args: argparse.Namespace) -> dict:
         args.train_steps,
         batch_size=args.batch_size,
         learning_rate=args.learning_rate,
-        seed=args.seed,
-        cache=args.cache_dir,
-        retrain=args.retrain,
         progress_bar=args.progress_bar,
+        **checkpoint_options(args),
     )
     source = "loaded from " if metadata["loaded_from_cache"] else "saved to "
     print(
@@ -164,11 +162,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--num-steps", type=int, default=128, help="grid steps N of the chain")
     parser.add_argument("--num-samples", type=int, default=12, help="draws per sampler")
     parser.add_argument("--train-steps", type=int, default=4000, help="Adam steps")
-    parser.add_argument("--hidden-size", type=int, default=256, help="units per hidden layer")
-    parser.add_argument("--depth", type=int, default=3, help="hidden layers")
+    add_digits_mlp_options(parser, depth=3, learning_rate_help="peak Adam step size")
     parser.add_argument("--num-frequencies", type=int, default=8, help="time features / 2")
-    parser.add_argument("--batch-size", type=int, default=128, help="images per Adam step")
-    parser.add_argument("--learning-rate", type=float, default=1e-3, help="peak Adam step size")
     parser.add_argument(
         "--block-size",
         type=int,

@@ -49,7 +49,7 @@ from numpyro_autospec import AnyOrderAR, AutospecKernel
 from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.learned import LearnedOracle, MaskedMLP, fit, order_averaged_nll
 
-from _common import add_common_options, save_figure
+from _common import add_common_options, add_digits_mlp_options, save_figure
 
 NUM_PIXELS = 64
 
@@ -197,11 +197,8 @@ def main(args: argparse.Namespace) -> dict:
 def parse_args(argv=None) -> argparse.Namespace:
     parser = script_parser(__doc__)
     parser.add_argument("--threshold", type=int, default=8, help="binarize at intensity >= this")
-    parser.add_argument("--hidden-size", type=int, default=256, help="units per hidden layer")
-    parser.add_argument("--depth", type=int, default=2, help="hidden layers")
+    add_digits_mlp_options(parser, depth=2, learning_rate_help="Adam learning rate")
     parser.add_argument("--num-steps", type=int, default=4000, help="Adam steps")
-    parser.add_argument("--batch-size", type=int, default=128, help="images per Adam step")
-    parser.add_argument("--learning-rate", type=float, default=1e-3, help="Adam learning rate")
     parser.add_argument("--test-fraction", type=float, default=0.1, help="held-out images")
     parser.add_argument("--eval-orders", type=int, default=4, help="orders per held-out image")
     parser.add_argument("--num-samples", type=int, default=36, help="draws per sampler")

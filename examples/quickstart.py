@@ -40,7 +40,7 @@ from numpyro_autospec import AnyOrderAR, AutospecKernel
 from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.oracles import CurieWeissOracle
 
-from _common import add_common_options, save_figure
+from _common import add_chain_options, add_common_options, save_figure
 
 
 def make_model(oracle: CurieWeissOracle):
@@ -148,10 +148,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = script_parser(__doc__)
     parser.add_argument("--num-positions", type=int, default=256, help="n")
     parser.add_argument("--beta", type=float, default=1.0, help="inverse temperature (1: critical)")
-    parser.add_argument("--num-samples", type=int, default=60, help="draws per chain")
-    parser.add_argument(
-        "--num-chains", type=int, default=2, help="chains (vectorized: one shared pool)"
-    )
+    add_chain_options(parser, num_samples=60)
     parser.add_argument("--skip-sequential", action="store_true", help="no sequential run")
     add_common_options(parser)
     return parser.parse_args(argv)

@@ -13,12 +13,7 @@ and oracles and with the same cost accounting (:class:`~numpyro_autospec.engine.
 samplers (docs/benchmarks.md, "Alternatives side by side").
 """
 
-from .maskgit import (
-    cosine_schedule,
-    maskgit_draw,
-    maskgit_run,
-    uniform_schedule,
-)
+from .maskgit import cosine_schedule, maskgit_draw, maskgit_run, uniform_schedule
 from .picard import picard_draw, picard_run
 
 __all__ = [
