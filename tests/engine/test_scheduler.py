@@ -50,6 +50,10 @@ CHUNK = 500
 #: keys per call for the larger models (Curie-Weiss n = 32, Ising n = 48): their pools hold
 #: 100 draws, so that their slots' states stay small
 LARGE_MODEL_CHUNK = 100
+#: keys per call in a starved pool: its single query per round serves one draw of the call at a
+#: time, so a call's passes follow its draws whatever their number, and each pass costs the
+#: pool's size (2 000 draws: 6.5 s in calls of 500 keys, 1.5 s in calls of 25)
+STARVED_CHUNK = 25
 #: keys compared with the reference per config: one call of the shared program; a reference
 #: that differed on 1% of the keys would be caught with probability 0.993 (the reference's own
 #: law rests on this equality and the engine's goodness-of-fit, tests/test_reference.py)
@@ -102,7 +106,7 @@ def test_capacities_do_not_change_draws(name):
     # the ample run shares test_draws_equal_the_reference's compilation, the starved one
     # test_exact_with_a_starved_pool's (autospec-fallback)
     ample, ample_rounds, _ = engine_draws(process, key, 60, config)
-    starved, starved_rounds, _ = engine_draws(process, key, 60, config, STARVED)
+    starved, starved_rounds, _ = engine_draws(process, key, 60, config, STARVED, STARVED_CHUNK)
     np.testing.assert_array_equal(starved, ample)
     assert starved_rounds.mean() >= ample_rounds.mean()
 
@@ -136,6 +140,7 @@ def test_exact_with_a_starved_pool():
         20_000,
         CONFIGS["autospec-fallback"],
         STARVED,
+        STARVED_CHUNK,
     )
     law = probabilities_of(oracle.log_probs)
     assert_gof(encode_configurations(value, Q), law, threshold=1e-4, catches=(0.016, 0.05))
@@ -155,6 +160,7 @@ def test_wrong_sampler_with_a_starved_pool_is_caught(monkeypatch):
         2_000,
         CONFIGS["autospec-fallback"],
         STARVED,
+        STARVED_CHUNK,
         share=False,
     )
     result = chisquare_gof(encode_configurations(value, Q), probabilities_of(oracle.log_probs))
