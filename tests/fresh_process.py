@@ -2,7 +2,9 @@
 
 Used by the tests that must see the code as a reader or a shell runs it (the documentation's
 code blocks, the scripts' ``--help``): not inside a test worker that other tests have already
-configured, yet with JAX imported once for many items instead of once per item.
+configured, yet with JAX imported once for many items instead of once per item; and
+(:func:`run_python`) by those that need an interpreter of their own (several host devices, a
+module not yet imported, a user's XLA settings).
 
 Nothing here is a test.
 """
@@ -36,6 +38,30 @@ def user_environment(**overrides: str) -> dict[str, str]:
     return environment
 
 
+def _python(
+    code: str, cwd: str, env: dict[str, str], timeout: float, stdin: str | None = None
+) -> subprocess.CompletedProcess:
+    """``python -c code`` in ``cwd``, ``stdin`` on its standard input, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        check=False,
+        timeout=timeout,
+    )
+
+
+def run_python(code: str, cwd: str, env: dict[str, str], timeout: float) -> str:
+    """Run ``code`` with ``python -c`` in ``cwd`` and return its standard output; fail the
+    test with the last 3000 characters of its standard error unless it exits with 0."""
+    completed = _python(code, cwd, env, timeout)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return completed.stdout
+
+
 def run_fresh(
     runner: str,
     payload: Any,
@@ -48,16 +74,7 @@ def run_fresh(
     JSON from its standard input and writes its results as JSON to ``results_path``.  Returns
     the completed process and the results, or ``None`` for the results when the process failed
     or wrote none."""
-    completed = subprocess.run(
-        [sys.executable, "-c", runner],
-        input=json.dumps([payload, str(results_path)]),
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        check=False,
-        timeout=timeout,
-    )
+    completed = _python(runner, cwd, env, timeout, stdin=json.dumps([payload, str(results_path)]))
     if completed.returncode != 0 or not os.path.exists(results_path):
         return completed, None
     with open(results_path) as file:

@@ -12,10 +12,10 @@ from scipy import special
 from numpyro_autospec.denoisers import PointCloudDenoiser, digits_point_cloud, validate_denoiser
 from numpyro_autospec.denoisers import _digits as digits_module
 from numpyro_autospec.denoisers._digits import DIGITS_MAX_PIXEL_VALUE
+from tests.denoisers.harness import Z_TOLERANCE
 
 NUM_IMAGES = 1797
 DIM = 64
-Z_TOLERANCE = 5.0  # standard errors per coordinate, as in the other Monte Carlo tests
 
 # scikit-learn ships the data set; it is an optional dependency (the `examples` extra).
 requires_scikit_learn = pytest.mark.skipif(

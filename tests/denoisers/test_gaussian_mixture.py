@@ -7,16 +7,18 @@ import pytest
 from scipy import integrate, special, stats
 
 from numpyro_autospec.denoisers import GaussianMixtureDenoiser, PointCloudDenoiser
+from tests.denoisers.harness import (
+    NUM_DRAWS,
+    Z_TOLERANCE,
+    assert_means_within,
+    denoise_batch,
+    eager_calls,
+    observations_and_residuals,
+    targets_and_noise,
+)
 
 NUM_COMPONENTS = 3
 DIM = 3
-# Monte Carlo tests compare a sample mean with its exact value: the tolerance is this many
-# estimated standard errors per coordinate (two-sided p ~ 6e-7 per coordinate under H0).
-Z_TOLERANCE = 5.0
-NUM_DRAWS = 20_000
-
-# One compiled program per denoiser shape and batch size, shared by the tests.
-denoise_batch = jax.jit(jax.vmap(lambda model, t, y: model(t, y), in_axes=(None, None, 0)))
 
 
 def random_mixture(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -41,9 +43,7 @@ def denoiser(parameters: tuple[np.ndarray, np.ndarray, np.ndarray]) -> GaussianM
 @pytest.fixture(scope="module")
 def draws(denoiser: GaussianMixtureDenoiser) -> tuple[jax.Array, jax.Array]:
     """Exact draws of Y from the mixture and independent standard normal noise, shared."""
-    sample_key, noise_key = jax.random.split(jax.random.key(1))
-    targets = denoiser.sample(sample_key, NUM_DRAWS)
-    return targets, jax.random.normal(noise_key, targets.shape)
+    return targets_and_noise(denoiser, 1)
 
 
 def direct_posterior(
@@ -190,24 +190,17 @@ def test_martingale_property(
 ) -> None:
     """E_y[f(t, y)] = E[Y] for y = tY + sqrt(t) g."""
     targets, noise = draws
-    outputs = np.asarray(denoise_batch(denoiser, t, t * targets + np.sqrt(t) * noise))
-    standard_errors = outputs.std(axis=0) / np.sqrt(NUM_DRAWS)
-    error = np.abs(outputs.mean(axis=0) - np.asarray(denoiser.mean))
-    assert np.all(error < Z_TOLERANCE * standard_errors)
+    outputs = denoise_batch(denoiser, t, t * targets + np.sqrt(t) * noise)
+    assert_means_within(outputs, np.asarray(denoiser.mean))
 
 
 def test_orthogonality_defines_the_conditional_mean(
     denoiser: GaussianMixtureDenoiser, draws: tuple[jax.Array, jax.Array]
 ) -> None:
     """Monte Carlo: E[(Y - f(t, y)) h(y)] = 0 for h(y) = 1 and h(y) = y_i."""
-    t = 1.0
-    targets, noise = draws
-    observations = t * targets + np.sqrt(t) * noise
-    residuals = np.asarray(targets - denoise_batch(denoiser, t, observations))
-    test_functions = np.concatenate([np.ones((NUM_DRAWS, 1)), np.asarray(observations)], axis=1)
-    products = residuals[:, :, None] * test_functions[:, None, :]
-    standard_errors = products.std(axis=0) / np.sqrt(NUM_DRAWS)
-    assert np.all(np.abs(products.mean(axis=0)) < Z_TOLERANCE * standard_errors)
+    observations, residuals = observations_and_residuals(denoiser, draws, 1.0)
+    test_functions = np.concatenate([np.ones((NUM_DRAWS, 1)), observations], axis=1)
+    assert_means_within(residuals[:, :, None] * test_functions[:, None, :], 0.0)
 
 
 def test_sample_moments(
@@ -224,9 +217,7 @@ def test_sample_moments(
     standard_errors = np.sqrt(np.diag(exact_covariance) / num_samples)
     assert np.all(np.abs(samples.mean(axis=0) - exact_mean) < Z_TOLERANCE * standard_errors)
     centered = samples - exact_mean
-    products = centered[:, :, None] * centered[:, None, :]
-    product_errors = products.std(axis=0) / np.sqrt(num_samples)
-    assert np.all(np.abs(products.mean(axis=0) - exact_covariance) < Z_TOLERANCE * product_errors)
+    assert_means_within(centered[:, :, None] * centered[:, None, :], exact_covariance)
 
 
 def test_sample_one_dimensional_kolmogorov_smirnov() -> None:
@@ -274,10 +265,7 @@ def test_isotropic_covariances() -> None:
 
 
 def test_jit_vmap_and_pytree(denoiser: GaussianMixtureDenoiser) -> None:
-    rng = np.random.default_rng(13)
-    times = jnp.asarray(rng.uniform(0.0, 5.0, size=8), dtype=jnp.float32)
-    observations = jnp.asarray(rng.normal(size=(8, DIM)), dtype=jnp.float32)
-    eager = np.stack([denoiser(t, y) for t, y in zip(times, observations, strict=True)])
+    times, observations, eager = eager_calls(denoiser, 13)
     np.testing.assert_allclose(jax.jit(denoiser)(times[0], observations[0]), eager[0], rtol=1e-5)
     batched = jax.jit(jax.vmap(denoiser))(times, observations)
     np.testing.assert_allclose(batched, eager, rtol=1e-5, atol=1e-6)

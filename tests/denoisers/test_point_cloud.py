@@ -7,16 +7,16 @@ import pytest
 from scipy import special, stats
 
 from numpyro_autospec.denoisers import PointCloudDenoiser
+from tests.denoisers.harness import (
+    assert_means_within,
+    denoise_batch,
+    eager_calls,
+    observations_and_residuals,
+    targets_and_noise,
+)
 
 NUM_POINTS = 7
 DIM = 3
-# Monte Carlo tests compare a sample mean with its exact value: the tolerance is this many
-# estimated standard errors per coordinate (two-sided p ~ 6e-7 per coordinate under H0).
-Z_TOLERANCE = 5.0
-NUM_DRAWS = 20_000
-
-# One compiled program per denoiser shape and batch size, shared by the tests.
-denoise_batch = jax.jit(jax.vmap(lambda model, t, y: model(t, y), in_axes=(None, None, 0)))
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +32,7 @@ def denoiser(points: np.ndarray) -> PointCloudDenoiser:
 @pytest.fixture(scope="module")
 def draws(denoiser: PointCloudDenoiser) -> tuple[jax.Array, jax.Array]:
     """Exact draws of Y and independent standard normal noise, shared by the tests."""
-    sample_key, noise_key = jax.random.split(jax.random.key(4))
-    targets = denoiser.sample(sample_key, NUM_DRAWS)
-    return targets, jax.random.normal(noise_key, targets.shape)
+    return targets_and_noise(denoiser, 4)
 
 
 def brute_force_posterior(
@@ -94,37 +92,23 @@ def test_martingale_property(
     t: float,
 ) -> None:
     """E_y[f(t, y)] = E[Y] and E_y[w(t, y)] = uniform, for y = tY + sqrt(t) g."""
-    num_samples = NUM_DRAWS
     targets, noise = draws
     observations = t * targets + np.sqrt(t) * noise
-    outputs = np.asarray(denoise_batch(denoiser, t, observations))
-    standard_errors = outputs.std(axis=0) / np.sqrt(num_samples)
-    assert np.all(
-        np.abs(outputs.mean(axis=0) - points.mean(axis=0)) < Z_TOLERANCE * standard_errors
-    )
-    weights = np.asarray(jax.vmap(denoiser.posterior_weights, in_axes=(None, 0))(t, observations))
-    weight_errors = weights.std(axis=0) / np.sqrt(num_samples)
-    assert np.all(np.abs(weights.mean(axis=0) - 1 / NUM_POINTS) < Z_TOLERANCE * weight_errors)
+    assert_means_within(denoise_batch(denoiser, t, observations), points.mean(axis=0))
+    weights = jax.vmap(denoiser.posterior_weights, in_axes=(None, 0))(t, observations)
+    assert_means_within(weights, 1 / NUM_POINTS)
 
 
 def test_orthogonality_defines_the_conditional_mean(
     denoiser: PointCloudDenoiser, draws: tuple[jax.Array, jax.Array]
 ) -> None:
     """E[(Y - f(t, y)) y_i] = 0 for every i: the residual is orthogonal to functions of y."""
-    t, num_samples = 1.0, NUM_DRAWS
-    targets, noise = draws
-    observations = t * targets + np.sqrt(t) * noise
-    residuals = np.asarray(targets - denoise_batch(denoiser, t, observations))
-    products = residuals[:, :, None] * np.asarray(observations)[:, None, :]
-    standard_errors = products.std(axis=0) / np.sqrt(num_samples)
-    assert np.all(np.abs(products.mean(axis=0)) < Z_TOLERANCE * standard_errors)
+    observations, residuals = observations_and_residuals(denoiser, draws, 1.0)
+    assert_means_within(residuals[:, :, None] * observations[:, None, :], 0.0)
 
 
 def test_jit_and_vmap_agree_with_eager_calls(denoiser: PointCloudDenoiser) -> None:
-    rng = np.random.default_rng(6)
-    times = jnp.asarray(rng.uniform(0.0, 5.0, size=8), dtype=jnp.float32)
-    observations = jnp.asarray(rng.normal(size=(8, DIM)), dtype=jnp.float32)
-    eager = np.stack([denoiser(t, y) for t, y in zip(times, observations, strict=True)])
+    times, observations, eager = eager_calls(denoiser, 6)
     np.testing.assert_allclose(jax.jit(denoiser)(times[0], observations[0]), eager[0], rtol=1e-5)
     np.testing.assert_allclose(jax.vmap(denoiser)(times, observations), eager, rtol=1e-5)
     batched = jax.jit(jax.vmap(denoiser))(times, observations)

@@ -11,8 +11,6 @@ passes and, inside, the round's batched oracle calls.
 
 import json
 import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -22,7 +20,7 @@ from numpyro_autospec import engine
 from numpyro_autospec._core.program_size import program_size
 from numpyro_autospec.oracles import CurieWeissOracle
 from numpyro_autospec.processes import AnyOrderProcess
-from tests.fresh_process import user_environment
+from tests.fresh_process import run_python, user_environment
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -59,17 +57,10 @@ def sizes() -> dict:
         "import json; from tests.engine.test_program_size import sizes_in_this_process; "
         "print(json.dumps(sizes_in_this_process()))"
     )
-    completed = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=user_environment(JAX_PLATFORMS="cpu", PYTHONPATH=ROOT),
-        timeout=600,
-        check=False,
+    output = run_python(
+        code, cwd=ROOT, env=user_environment(JAX_PLATFORMS="cpu", PYTHONPATH=ROOT), timeout=600
     )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    return json.loads(output.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

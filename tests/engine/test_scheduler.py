@@ -86,6 +86,15 @@ def draws_of_keys(process, keys, config, capacity=None, chunk=CHUNK, share=True)
     return samples.value, samples.rounds, samples.queries
 
 
+def table_cells(table_seed, key, num_draws, config, capacity=None, chunk=CHUNK, share=True):
+    """:func:`engine_draws` of ``random_table(table_seed)``, coded as cells of its ``Q**N``
+    (:func:`~tests.gof.encode_configurations`), and the table's exact law."""
+    oracle = random_table(table_seed)
+    process = AnyOrderProcess(oracle, N, Q)
+    value, _, _ = engine_draws(process, key, num_draws, config, capacity, chunk, share)
+    return encode_configurations(value, Q), probabilities_of(oracle.log_probs)
+
+
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_draws_equal_the_reference(name):
     config = CONFIGS[name]
@@ -117,15 +126,11 @@ def test_exact_on_random_table(name):
     """40 000 draws, chi-square over the 81 cells (78 after pooling): an absolute error of 0.012
     in a cell of probability 0.05 is caught at power 0.99 (``power_draws(0.012, 0.05,
     num_cells=78)``: 35 267 draws)."""
-    oracle = random_table(2)
     # the paper's root: calls of 5000 keys (8192 slots, a compilation of their own) take 21 s
     # here, calls of CHUNK keys (3000 slots each) 120 s
     chunk = 5000 if name.startswith("paper") else CHUNK
-    value, _, _ = engine_draws(
-        AnyOrderProcess(oracle, N, Q), jax.random.PRNGKey(13), 40_000, CONFIGS[name], chunk=chunk
-    )
-    law = probabilities_of(oracle.log_probs)
-    assert_gof(encode_configurations(value, Q), law, threshold=1e-4, catches=(0.012, 0.05))
+    codes, law = table_cells(2, jax.random.PRNGKey(13), 40_000, CONFIGS[name], chunk=chunk)
+    assert_gof(codes, law, threshold=1e-4, catches=(0.012, 0.05))
 
 
 @pytest.mark.slow
@@ -133,17 +138,10 @@ def test_exact_with_a_starved_pool():
     """20 000 draws, chi-square over the 81 cells (76 after pooling): an absolute error of
     0.016 in a cell of probability 0.05 is caught at power 0.99 (``power_draws(0.016, 0.05,
     num_cells=76)``: 19 654 draws)."""
-    oracle = random_table(3)
-    value, _, _ = engine_draws(
-        AnyOrderProcess(oracle, N, Q),
-        jax.random.PRNGKey(14),
-        20_000,
-        CONFIGS["autospec-fallback"],
-        STARVED,
-        STARVED_CHUNK,
+    codes, law = table_cells(
+        3, jax.random.PRNGKey(14), 20_000, CONFIGS["autospec-fallback"], STARVED, STARVED_CHUNK
     )
-    law = probabilities_of(oracle.log_probs)
-    assert_gof(encode_configurations(value, Q), law, threshold=1e-4, catches=(0.016, 0.05))
+    assert_gof(codes, law, threshold=1e-4, catches=(0.016, 0.05))
 
 
 @pytest.mark.slow
@@ -153,9 +151,8 @@ def test_wrong_sampler_with_a_starved_pool_is_caught(monkeypatch):
     their own (measured: statistic 2 080 on 59 dof, p = 0; the right sampler on the same keys
     and pool: p = 0.48)."""
     monkeypatch.setitem(verification.VERIFIERS, "block", keep_every_site)
-    oracle = random_table(3)
-    value, _, _ = engine_draws(
-        AnyOrderProcess(oracle, N, Q),
+    codes, law = table_cells(
+        3,
         jax.random.PRNGKey(14),
         2_000,
         CONFIGS["autospec-fallback"],
@@ -163,7 +160,7 @@ def test_wrong_sampler_with_a_starved_pool_is_caught(monkeypatch):
         STARVED_CHUNK,
         share=False,
     )
-    result = chisquare_gof(encode_configurations(value, Q), probabilities_of(oracle.log_probs))
+    result = chisquare_gof(codes, law)
     assert result.p_value <= 1e-4, result
 
 
@@ -312,26 +309,19 @@ def test_ising_chain_statistics():
     couplings: the mean of every spin and every bond against the transfer-matrix expectations
     (z-tests, Bonferroni over 2n - 1)."""
     n, coupling = 48, 0.8
-    uniform = IsingChainOracle.uniform(n, coupling)
-    value, rounds, _ = engine_draws(
-        AnyOrderProcess(uniform, n, 2),
-        jax.random.PRNGKey(21),
-        8_000,
-        SamplerConfig(),
-        chunk=LARGE_MODEL_CHUNK,
-    )
+
+    def chain_draws(chain, seed):
+        process = AnyOrderProcess(chain, n, 2)
+        key = jax.random.PRNGKey(seed)
+        return engine_draws(process, key, 8_000, SamplerConfig(), chunk=LARGE_MODEL_CHUNK)
+
+    value, rounds, _ = chain_draws(IsingChainOracle.uniform(n, coupling), 21)
     walls = (value[:, 1:] != value[:, :-1]).sum(axis=1)
     assert_gof(walls, domain_wall_law(n, coupling), threshold=1e-4, catches=(0.033, 0.15))
     assert rounds.mean() < n / 3
 
     chain = random_field_chain(n)
-    value, _, _ = engine_draws(
-        AnyOrderProcess(chain, n, 2),
-        jax.random.PRNGKey(22),
-        8_000,
-        SamplerConfig(),
-        chunk=LARGE_MODEL_CHUNK,
-    )
+    value, _, _ = chain_draws(chain, 22)
     statistics, expected = spin_and_bond_means(chain, value)
     mean_z_test(statistics, expected, threshold=1e-4)
 
@@ -355,11 +345,8 @@ def test_wrong_sampler_is_caught(monkeypatch, name):
     """The chi-square of :func:`test_exact_on_random_table` rejects the engine with one broken
     piece (:data:`BROKEN`, traced into a compilation of its own) at 8 000 draws."""
     BROKEN[name](monkeypatch)
-    oracle = random_table(2)
-    value, _, _ = engine_draws(
-        AnyOrderProcess(oracle, N, Q), jax.random.PRNGKey(13), 8_000, CONFIGS[name], share=False
-    )
-    result = chisquare_gof(encode_configurations(value, Q), probabilities_of(oracle.log_probs))
+    codes, law = table_cells(2, jax.random.PRNGKey(13), 8_000, CONFIGS[name], share=False)
+    result = chisquare_gof(codes, law)
     assert result.p_value <= 1e-4, result
 
 

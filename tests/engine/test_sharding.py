@@ -59,7 +59,7 @@ from numpyro_autospec.infer import AutospecKernel
 from numpyro_autospec.learned import LearnedOracle, MaskedMLP
 from numpyro_autospec.oracles import CurieWeissOracle
 from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess, default_times
-from tests.fresh_process import SUITE_EMITTERS
+from tests.fresh_process import SUITE_EMITTERS, run_python
 
 DEVICES = 4
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -178,16 +178,7 @@ def sharded():
             PYTHONPATH=ROOT,
         )
         code = f"from tests.engine.test_sharding import sharded_runs; sharded_runs({path!r})"
-        completed = subprocess.run(
-            [sys.executable, "-c", code],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env=environment,
-            check=False,
-            timeout=900,
-        )
-        assert completed.returncode == 0, completed.stderr[-3000:]
+        run_python(code, cwd=ROOT, env=environment, timeout=900)
         with np.load(path) as stored:
             yield dict(stored)
 

@@ -11,8 +11,6 @@ rejected by the same chi-square.
 """
 
 import os
-import subprocess
-import sys
 import textwrap
 
 import jax
@@ -37,7 +35,7 @@ from numpyro_autospec.infer import draw_model, inspect_model
 from numpyro_autospec.oracles import CurieWeissOracle
 from numpyro_autospec.processes import AnyOrderProcess
 from tests.engine.broken import accept_every_residual, keep_every_site
-from tests.fresh_process import user_environment
+from tests.fresh_process import run_python, user_environment
 from tests.gof import assert_gof, chisquare_gof, encode_configurations
 from tests.tables import random_table
 
@@ -195,15 +193,7 @@ def test_parallel_chains_on_two_devices(tmp_path):
         JAX_PLATFORMS="cpu",
         PYTHONPATH=ROOT,
     )
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_python(script, cwd=ROOT, env=env, timeout=600)
     keys = site_keys(jax.random.PRNGKey(0), 2, 3)[:, :, 0].reshape(6, -1)
     value, _ = reference_draws(AnyOrderProcess(TABLE, N, Q), keys)
     np.testing.assert_array_equal(np.load(tmp_path / "x.npy"), value.reshape(2, 3, N))

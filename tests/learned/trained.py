@@ -12,24 +12,14 @@ import jax
 import numpy as np
 
 from numpyro_autospec.learned import LearnedOracle, MaskedMLP, fit
-from tests.tables import random_probabilities
+from tests.tables import DrawnTable
 
 N, Q = 4, 3
 HIDDEN_SIZE = 16
 NUM_STEPS = 300
-
-
-def table_probs(seed: int = 0, concentration: float = 0.6) -> np.ndarray:
-    """A random joint on [Q]^N, flat float64 ``[Q**N]`` in C order (site 0 most significant):
-    :func:`tests.tables.random_probabilities`, the suite's one recipe."""
-    return random_probabilities(seed, N, Q, concentration)
-
-
-def table_data(seed: int = 0, num_examples: int = 2000) -> np.ndarray:
-    """``num_examples`` iid draws from :func:`table_probs` as int32 ``[num_examples, N]``."""
-    rng = np.random.default_rng(seed + 1000)
-    codes = rng.choice(Q**N, size=num_examples, p=table_probs(seed))
-    return np.stack(np.unravel_index(codes, (Q,) * N), axis=1).astype(np.int32)
+#: the table and its data: ``table_probs(seed)``, and ``table_data(seed, num_examples)``
+TABLE = DrawnTable(N, Q, concentration=0.6, num_examples=2000)
+table_probs, table_data = TABLE.probabilities, TABLE.draws
 
 
 def fresh_network(seed: int = 0, hidden_size: int = HIDDEN_SIZE) -> MaskedMLP:
