@@ -9,6 +9,9 @@ traced, so the run needs a compilation of its own, not a cached program):
 * ``monkeypatch.setattr(_tasks, "residual_log_accept_prob", accept_every_residual)``: the
   paper's residual trials accepted unconditionally (the law becomes
   :math:`\\min(\\mu, \\nu) + \\mathrm{TV}\\,\\mu`);
+* ``monkeypatch.setattr(AnyOrderProcess, "target_sample", tempered_target_sample)``: every
+  target step drawn from its conditional squared and renormalized (sequential sampling, and
+  every method's exact steps, from the wrong law);
 * ``monkeypatch.setattr(jax.random, "permutation", identity_permutation)``: the random order
   of sequential sampling never shuffled;
 * ``monkeypatch.setattr(kv_cache, "append_site", drop_one_key)``
@@ -20,6 +23,7 @@ traced, so the run needs a compilation of its own, not a cached program):
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 import numpyro_autospec._core.verification as verification
@@ -39,6 +43,13 @@ def keep_every_site(key, target_rows, draft_rows, values, gamma):
 def accept_every_residual(log_mu, log_nu):
     """A broken residual rule: every residual trial accepted (log-probability 0)."""
     return 0.0 * log_mu
+
+
+def tempered_target_sample(process, key, x, k, reduced):
+    """A broken ``AnyOrderProcess.target_sample``: the step's value drawn from its conditional
+    row squared and renormalized (log-probabilities doubled), not from the row itself."""
+    value = jax.random.categorical(key, 2.0 * reduced).astype(jnp.int32)
+    return x._replace(values=x.values.at[process._site(x, k)].set(value))
 
 
 def identity_permutation(key, x, *args, **kwargs):

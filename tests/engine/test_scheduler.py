@@ -24,7 +24,7 @@ from numpyro_autospec.oracles import (
     PerturbedOracle,
 )
 from numpyro_autospec.processes import AnyOrderProcess
-from tests.engine.broken import keep_every_site
+from tests.engine.broken import keep_every_site, tempered_target_sample
 from tests.engine.programs import compiled_run, draws_in_calls
 from tests.gof import assert_gof, chisquare_gof, encode_configurations, mean_z_test
 from tests.tables import probabilities_of, random_table
@@ -336,6 +336,9 @@ BROKEN = {
     "assd": lambda patch: patch.setitem(verification.VERIFIERS, "token", keep_every_site),
     "paper": lambda patch: patch.setattr(
         tasks, "residual_log_accept_prob", lambda log_mu, log_nu: 0.0 * log_mu
+    ),
+    "sequential": lambda patch: patch.setattr(
+        AnyOrderProcess, "target_sample", tempered_target_sample
     ),
 }
 
