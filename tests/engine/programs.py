@@ -7,6 +7,7 @@ import functools
 from collections.abc import Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from numpyro_autospec.engine import Samples, run
@@ -35,10 +36,10 @@ def draws_in_calls(draw: Callable[[np.ndarray], Samples], keys, keys_per_call: i
     ``engine.run``: every call one compiled program, whatever the number of keys), the last
     call padded with copies of the first key (a draw depends on its key alone); every field
     of the calls' :class:`~numpyro_autospec.engine.Samples` concatenated as a NumPy array and
-    cut to ``len(keys)`` (a ``None`` field stays ``None``)."""
-    keys = np.asarray(keys)
+    cut to ``len(keys)`` (a ``None`` field stays ``None``).  The keys may be raw or typed."""
+    keys = jnp.asarray(keys)
     num_draws = len(keys)
-    padded = np.concatenate([keys, np.repeat(keys[:1], -num_draws % keys_per_call, axis=0)])
+    padded = jnp.concatenate([keys, jnp.repeat(keys[:1], -num_draws % keys_per_call, axis=0)])
     calls = [draw(padded[i : i + keys_per_call]) for i in range(0, len(padded), keys_per_call)]
     return jax.tree.map(
         lambda *fields: np.concatenate([np.asarray(f) for f in fields])[:num_draws], *calls

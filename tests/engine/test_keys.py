@@ -24,6 +24,7 @@ from numpyro_autospec.engine import _keys as engine_keys_module
 from numpyro_autospec.engine._keys import STRAIGHT_THREEFRY, engine_keys
 from numpyro_autospec.processes import AnyOrderProcess
 from tests.engine.broken import keep_every_site
+from tests.engine.programs import draws_in_calls
 from tests.gof import assert_gof, chisquare_gof, encode_configurations
 from tests.tables import probabilities_of, random_table
 
@@ -129,14 +130,14 @@ GIVEN_KEYS = {
 
 def draws_with_keys_as_given(kind: str, num_draws: int) -> np.ndarray:
     """The codes of ``num_draws`` engine draws of :data:`TABLE` with keys of ``kind``, in calls
-    of 500 keys to one compilation, with more slots than draws in a call (the padding rows
-    copy a key's raw data)."""
+    of 500 keys to one compilation (:func:`~tests.engine.programs.draws_in_calls`), with more
+    slots than draws in a call (the padding rows copy a key's raw data)."""
     process = AnyOrderProcess(TABLE, 3, 2)
     with jax.threefry_partitionable(kind == "rbg"):
         keys = GIVEN_KEYS[kind](num_draws)
         assert jax.random.key_impl(engine_keys(keys)) != STRAIGHT_THREEFRY  # used as given
-        draw = jax.jit(lambda keys: run(process, keys, capacity=Capacity(num_slots=512)).value)
-        values = np.concatenate([draw(keys[i : i + 500]) for i in range(0, num_draws, 500)])
+        draw = jax.jit(lambda keys: run(process, keys, capacity=Capacity(num_slots=512)))
+        values = draws_in_calls(draw, keys, 500).value
     return encode_configurations(values, 2)
 
 
