@@ -328,8 +328,9 @@ def sample(process, key, config: SamplerConfig | None = None) -> Draw:
     Example
     -------
     >>> import jax
-    >>> from numpyro_autospec import oracles, processes
-    >>> process = processes.AnyOrderProcess(oracles.CurieWeissOracle(16, beta=1.0), 16, 2)
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(16, beta=1.0), 16, 2)
     >>> draw = sample(process, jax.random.PRNGKey(0))
     >>> draw.value.shape, 1 <= draw.rounds <= draw.queries, draw.rounds <= 16
     ((16,), True, True)
@@ -344,8 +345,9 @@ def sample_many(process, key, num_draws: int, config: SamplerConfig | None = Non
     Example
     -------
     >>> import jax
-    >>> from numpyro_autospec import oracles, processes
-    >>> process = processes.AnyOrderProcess(oracles.CurieWeissOracle(4, beta=0.5), 4, 2)
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(4, beta=0.5), 4, 2)
     >>> key = jax.random.PRNGKey(0)
     >>> values, rounds, queries = sample_many(process, key, 3)
     >>> values.shape, rounds.shape, queries.shape

@@ -101,8 +101,9 @@ def sequential_run(process, keys: Array, *, validate: bool = True) -> Samples:
     Example
     -------
     >>> import jax
-    >>> from numpyro_autospec import oracles, processes
-    >>> process = processes.AnyOrderProcess(oracles.CurieWeissOracle(8, beta=1.0), 8, 2)
+    >>> from numpyro_autospec.oracles import CurieWeissOracle
+    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> process = AnyOrderProcess(CurieWeissOracle(8, beta=1.0), 8, 2)
     >>> samples = sequential_run(process, jax.random.split(jax.random.PRNGKey(0), 3))
     >>> samples.value.shape, samples.rounds.tolist()
     ((3, 8), [8, 8, 8])
