@@ -7,7 +7,9 @@ classical test from :mod:`scipy.stats`:
   (Pearson's chi-square test, :func:`scipy.stats.chisquare`).
 * **Do two samplers agree?**  :func:`two_sample_chisquare` / :func:`assert_two_sample`
   (chi-square test of homogeneity, :func:`scipy.stats.chi2_contingency`, or the two-sample
-  Kolmogorov-Smirnov test, :func:`scipy.stats.ks_2samp`, for real-valued draws).
+  Kolmogorov-Smirnov test, :func:`scipy.stats.ks_2samp`, for real-valued draws; on several
+  one-dimensional projections of vector draws, :func:`assert_projections_agree`, one test
+  whose p-value is the Bonferroni combination of the projections').
 * **Is a sample mean right?**  :func:`mean_z_test`, a z-test with Monte Carlo standard error
   ``std / sqrt(N)`` for iid draws, used for sufficient statistics of targets too large to
   enumerate.
@@ -38,6 +40,7 @@ __all__ = [
     "GofResult",
     "ZTestResult",
     "assert_gof",
+    "assert_projections_agree",
     "assert_two_sample",
     "chisquare_gof",
     "encode_configurations",
@@ -418,6 +421,40 @@ def assert_two_sample(
             f"means {first.mean():.4g} vs {second.mean():.4g})"
         )
     raise ValueError(f"kind must be 'chisquare' or 'ks', not {kind!r}")
+
+
+def assert_projections_agree(
+    a, b, directions, *, threshold: float = DEFAULT_THRESHOLD, label: str = ""
+) -> float:
+    """Assert that two samples of vectors agree on every projection; return the p-value.
+
+    ``a`` is ``[N_a, d]``, ``b`` is ``[N_b, d]`` and ``directions`` ``[k, d]``: a two-sample
+    Kolmogorov-Smirnov test of ``a @ u`` against ``b @ u`` for each direction ``u``, combined
+    by Bonferroni into one test, ``p = min(1, k * min_j p_j)``, so that ``threshold`` is the
+    false-alarm rate of the whole check (``k`` projections each at ``threshold`` would alarm
+    at up to ``k * threshold``).  Raises :class:`AssertionError` when ``p <= threshold``,
+    naming the worst projection.
+    """
+    first, second = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    axes = np.atleast_2d(np.asarray(directions, dtype=np.float64))
+    if first.ndim != 2 or second.ndim != 2 or axes.shape[1] != first.shape[1]:
+        raise ValueError(
+            f"samples [N, d] and directions [k, d] expected, got {first.shape}, "
+            f"{second.shape} and {axes.shape}"
+        )
+    results = [stats.ks_2samp(first @ u, second @ u) for u in axes]
+    p_values = np.array([result.pvalue for result in results])
+    p_value = float(min(1.0, len(axes) * p_values.min()))
+    if p_value > threshold:
+        return p_value
+    worst = int(np.argmin(p_values))
+    prefix = f"{label}: " if label else ""
+    raise AssertionError(
+        f"{prefix}projected Kolmogorov-Smirnov failed: p = {p_value:.3g} <= {threshold:g} "
+        f"(Bonferroni over {len(axes)} projections; {first.shape[0]} vs {second.shape[0]} "
+        f"draws); worst projection {worst} ({axes[worst].round(3).tolist()}): "
+        f"D = {results[worst].statistic:.4f}, p = {p_values[worst]:.3g}"
+    )
 
 
 # --------------------------------------------------------------------------------------------

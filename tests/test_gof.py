@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from scipy import stats
 
 from tests.gof import (
     DEFAULT_THRESHOLD,
     assert_gof,
+    assert_projections_agree,
     assert_two_sample,
     chisquare_gof,
     encode_configurations,
@@ -231,6 +233,20 @@ def test_two_sample_ks(seed):
     assert assert_two_sample(a, b, kind="ks") > DEFAULT_THRESHOLD
     with pytest.raises(AssertionError, match="Kolmogorov-Smirnov"):
         assert_two_sample(a, b + 0.1, kind="ks")
+
+
+def test_projections_agree_combines_by_bonferroni():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(20_000, 3)), rng.normal(size=(20_000, 3))
+    directions = np.eye(3)
+    p_value = assert_projections_agree(a, b, directions)
+    expected = min(1.0, 3 * min(stats.ks_2samp(a[:, j], b[:, j]).pvalue for j in range(3)))
+    assert p_value == pytest.approx(expected)
+    shifted = b + np.array([0.0, 0.0, 0.1])  # only the last coordinate's law differs
+    with pytest.raises(AssertionError, match=r"Bonferroni over 3 projections.*worst projection 2"):
+        assert_projections_agree(a, shifted, directions)
+    with pytest.raises(ValueError, match="directions"):
+        assert_projections_agree(a, b, np.eye(2))
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,6 +12,10 @@ traced, so the run needs a compilation of its own, not a cached program):
 * ``monkeypatch.setattr(AnyOrderProcess, "target_sample", tempered_target_sample)``: every
   target step drawn from its conditional squared and renormalized (sequential sampling, and
   every method's exact steps, from the wrong law);
+* ``monkeypatch.setattr(AnyOrderProcess, "spec_sample", tempered_spec_sample)``: every
+  speculated site drawn from its speculation row squared and renormalized, while the rows the
+  verifier reads (``spec_reduce``, ``spec_logp``) stay the reported ones: a speculation whose
+  draws do not follow the law it reports;
 * ``monkeypatch.setattr(jax.random, "permutation", identity_permutation)``: the random order
   of sequential sampling never shuffled;
 * ``monkeypatch.setattr(kv_cache, "append_site", drop_one_key)``
@@ -27,7 +31,10 @@ import jax
 import jax.numpy as jnp
 
 import numpyro_autospec._core.verification as verification
-from numpyro_autospec.processes import DiffusionProcess
+from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess
+
+#: the original, before a test patches :func:`tempered_spec_sample` in
+_spec_sample = AnyOrderProcess.spec_sample
 
 try:  # the learned extra (equinox); the original, before a test patches it in the module
     from numpyro_autospec.learned._kv_cache import append_site as _append_site
@@ -50,6 +57,13 @@ def tempered_target_sample(process, key, x, k, reduced):
     row squared and renormalized (log-probabilities doubled), not from the row itself."""
     value = jax.random.categorical(key, 2.0 * reduced).astype(jnp.int32)
     return x._replace(values=x.values.at[process._site(x, k)].set(value))
+
+
+def tempered_spec_sample(process, key, x, a, m, answer):
+    """A broken ``AnyOrderProcess.spec_sample``: the speculated sites drawn from the rows of
+    ``answer`` squared and renormalized (log-probabilities doubled); the verifier still reads
+    the rows themselves."""
+    return _spec_sample(process, key, x, a, m, jax.nn.log_softmax(2.0 * answer, axis=-1))
 
 
 def identity_permutation(key, x, *args, **kwargs):

@@ -8,9 +8,10 @@ of probability 0.05 is caught at power 0.99 (``tests/gof.py`` ``power_draws(0.01
 num_cells=76)``: 29 771 draws); the infilling and pinned laws have 27 cells, where 30 000
 draws catch 0.011 at p = 0.05.  A cell of 0.05 is one of the largest of these Dirichlet(0.6)
 tables: at the table's median cell (p = 0.0054) the same draws catch only 0.0044, a relative
-error of 80%.  The engine with a broken verifier or residual on the block-scoring path is
-rejected by the same chi-square (:func:`test_wrong_sampler_on_the_block_path_is_caught`);
-the correct draws are also rejected against wrong laws.  Draws and rounds equal the reference
+error of 80%.  The engine with a broken verifier (block or token) or residual on the
+block-scoring path is rejected by the same chi-square
+(:func:`test_wrong_sampler_on_the_block_path_is_caught`); the correct draws are also rejected
+against wrong laws.  Draws and rounds equal the reference
 sampler's, key for key, on both paths.
 """
 
@@ -145,15 +146,14 @@ def infilling_draws():
 
 @pytest.fixture(scope="module")
 def assd_draws():
-    """40 draws of a table with the self-speculative peer (block verification)."""
+    """A table's 30 000 draws with the self-speculative peer (token verification of windows
+    scored by the block form)."""
     process = AnyOrderProcess(BlockTable(random_table(0).log_probs), N, Q)
-    keys = jax.random.split(jax.random.PRNGKey(3), 40)
-    samples = jax.jit(lambda k: run(process, k, CONFIGS["assd"]))(keys)
-    return process, CONFIGS["assd"], keys, samples, np.asarray(samples.value)
+    return (process, CONFIGS["assd"], *chunked_draws(process, 3, CONFIGS["assd"]))
 
 
 #: the draws each sampler's equality check reads: the first 40 draws of the exactness checks'
-#: runs (one compiled program serves both), the self-speculative peer's own 40
+#: runs (one compiled program serves both)
 DRAWS_OF = {"autospec": "table_draws", "paper": "infilling_draws", "assd": "assd_draws"}
 
 
@@ -168,10 +168,10 @@ def test_block_scoring_draws_equal_the_reference(request, name):
         np.asarray(samples.value)[:40], np.stack([np.asarray(d.value) for d in draws])
     )
     reference_rounds = np.array([d.rounds for d in draws])
-    if name == "paper":
-        # 10 000 draws a call share the default pool's slots: a residual batch may wait for
-        # slots (more rounds, the same draws); the same keys in a pool of their own have
-        # the reference's rounds
+    if name != "autospec":
+        # 10 000 draws a call share the default pool's slots: a residual batch or a window
+        # may wait for slots (more rounds, the same draws); the same keys in a pool of their
+        # own have the reference's rounds
         assert np.all(np.asarray(samples.rounds)[:40] >= reference_rounds)
         samples = jax.jit(lambda k: run(process, k, config))(keys[:40])
     np.testing.assert_array_equal(np.asarray(samples.rounds)[:40], reference_rounds)
@@ -192,8 +192,11 @@ def test_block_scoring_needs_fewer_evaluations_than_single_steps():
 
 
 @pytest.mark.slow
-def test_block_scoring_is_exact_on_a_table(table_draws):
-    process, _, _, _, values = table_draws
+@pytest.mark.parametrize("draws", ["table_draws", "assd_draws"])
+def test_block_scoring_is_exact_on_a_table(request, draws):
+    """The default sampler (block verification) and the self-speculative peer (token
+    verification), each on a table of its own."""
+    process, _, _, _, values = request.getfixturevalue(draws)
     law = np.exp(process.oracle.log_probs).ravel()
     assert_gof(encode_configurations(values, Q), law, catches=(0.013, 0.05))
 
@@ -257,6 +260,13 @@ BROKEN_BLOCK_PATHS = {
         CONFIGS["autospec"],
         lambda patch: patch.setitem(verification.VERIFIERS, "block", keep_every_site),
         np.exp(random_table(1).log_probs).ravel(),
+    ),
+    # the self-speculative peer's token verification keeps every drafted site
+    "assd-token-verification": lambda: (
+        AnyOrderProcess(BlockTable(random_table(0).log_probs), N, Q),
+        CONFIGS["assd"],
+        lambda patch: patch.setitem(verification.VERIFIERS, "token", keep_every_site),
+        np.exp(random_table(0).log_probs).ravel(),
     ),
     # the same broken verifier on the order-dependent oracle (queried by log_conditionals only)
     "order-dependent-block-verification": lambda: (

@@ -13,15 +13,16 @@ matter.  Two-sample tests, fixed seeds, a test passes when ``p > 1e-4`` (``THRES
   is ``3200 * 200000 / 203200 = 3150``).  Power (``power_draws`` with that number): 99% to
   detect an absolute error of 0.05 in a cell of probability 0.2.
 * Gaussian mixture (3 components in 2-D): Kolmogorov-Smirnov on four 1-D projections of the
-  output, 1200 engine draws against 200 000 chain draws (effective number 1193); at
-  ``p = 1e-4`` KS catches a difference of 0.098 between the CDFs at power 0.99
-  (``(K^-1(1 - 1e-4) + z_0.99 / 2) / sqrt(1193)``, the largest pointwise variance 1/4; 0.064
-  is only the critical distance, caught at power 0.5).
+  output combined by Bonferroni into one test at ``p = 1e-4`` (each projection at 2.5e-5;
+  ``tests/gof.py`` ``assert_projections_agree``), 1200 engine draws against 200 000 chain
+  draws (effective number 1193): a difference of 0.102 between the CDFs of one projection is
+  caught at power 0.99 (``(K^-1(1 - 2.5e-5) + z_0.99 / 2) / sqrt(1193)``, the largest
+  pointwise variance 1/4; 0.069 is only the critical distance, caught at power 0.5).
 * a deliberately wrong variant (the target density with variance ``2h`` instead of ``h``;
   ``tests/engine/broken.py``; it moves the central cell from 0.26 to about 0.16) is rejected
   with 3200 draws on the point cloud (1000 are enough: p ~ 5e-8 with 600) and with 1200 on
-  the mixture (p <= 2.3e-6 on each projection), through the same helpers that the exact tests
-  call; so is a speculation whose reported density is not that of its draws.
+  the mixture (p <= 2.3e-6 on each projection, 1.3e-12 combined), through the same helpers
+  that the exact tests call; so is a speculation whose reported density is not that of its draws.
 
 The first three engine draws are also compared with the reference sampler's for the same
 keys (:func:`numpyro_autospec.reference.sample`): the same values (to float32 rounding), at
@@ -167,9 +168,10 @@ def test_engine_matches_euler_chain_on_gaussian_mixture():
 def test_mixture_test_rejects_a_wrong_target_density():
     """The same KS tests, on 1200 draws of the same compiled program with the target density
     of the wrong variance (``error = 1``), fail (measured: p = 2.4e-8, 3.3e-13, 2.3e-6 and 1.8e-7
-    on the four projections; the right draws, same keys and program: 0.34, 0.16, 0.50, 0.99)."""
+    on the four projections, 1.3e-12 combined; the right draws, same keys and program: 0.34,
+    0.16, 0.50, 0.99, 0.64 combined)."""
     samples, _ = draws_of(mixture_draws, 3, 1200, error=1.0)
-    with pytest.raises(AssertionError, match="two-sample Kolmogorov-Smirnov failed"):
+    with pytest.raises(AssertionError, match="projected Kolmogorov-Smirnov failed"):
         assert_mixture_law(samples.value, "broken engine")
 
 

@@ -1,9 +1,10 @@
 """Warmup tunes the speculation (:mod:`numpyro_autospec.infer._tuning`): the configuration
 chosen from the warmup draws differs from the given one where its window is off, and the draws
-after warmup are still exact (a goodness-of-fit test against the exact law, which rejects the
-same draws edited to move 2% of the probability: a wrong-law comparison; no broken sampler runs
-here, since on this product law the speculation is the target and a broken verifier or
-residual would not change the draws).
+after warmup are still exact (a goodness-of-fit test against the exact law).  The same test
+rejects a broken sampler run through warmup, tuning and sampling: a speculation whose draws do
+not follow the rows it reports (on this product law the speculation is the target, so a broken
+verifier or residual alone would not change the draws); and, a wrong-law comparison, the right
+draws edited to move 2% of the probability.
 
 Each candidate configuration is a compiled program, so the kernel's run fixes the two knobs
 that only the ``"cautious"`` and ``"paper"`` candidates vary (the fallback threshold, at its
@@ -27,6 +28,8 @@ from numpyro_autospec.infer._tuning import (
     candidate_configs,
     choose,
 )
+from numpyro_autospec.processes import AnyOrderProcess
+from tests.engine.broken import tempered_spec_sample
 from tests.gof import assert_gof, encode_configurations
 
 N = 64
@@ -41,6 +44,8 @@ CHECKED_SITES = 5  # the joint law of sites 0..4 is tested: 32 cells
 #: (3 per draw for the given window, 2 for one window of the whole sequence), not the extra
 #: rounds of a crowded pool
 DRAWS_PER_ITERATION, ITERATIONS = 20, 1000
+#: iterations of the broken sampler's run (4000 draws after warmup)
+BROKEN_ITERATIONS = 200
 #: the user's knobs: the fallback threshold at its default (sqrt(N) / 4) and a recursion block
 #: size, which root windows do not use; only the window is left to tune
 GIVEN = SamplerConfig(floor=2, block_size=N)
@@ -99,6 +104,23 @@ def test_draws_after_tuned_warmup_are_exact(tuned_run):
     _, draws, _ = tuned_run
     codes = encode_configurations(draws[:, :CHECKED_SITES], 2)
     assert_gof(codes, exact_joint_of_checked_sites())
+
+
+def test_the_same_check_rejects_a_broken_speculation_after_tuned_warmup(monkeypatch):
+    """A wrong sampler through the same path (warmup, tuning, the frozen configuration): the
+    speculation draws each site from its row squared while the verifier reads the row itself
+    (``tests/engine/broken.py``), so every draft is accepted as exact.  The check above rejects
+    its ``BROKEN_ITERATIONS * DRAWS_PER_ITERATION`` draws (site 0 is 1 with probability 0.03
+    instead of 0.15)."""
+    monkeypatch.setattr(AnyOrderProcess, "spec_sample", tempered_spec_sample)
+    kernel = AutospecKernel(model, config=GIVEN)
+    mcmc = MCMC(kernel, num_warmup=NUM_WARMUP, num_samples=BROKEN_ITERATIONS, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(0))
+    draws = np.asarray(mcmc.get_samples()["x"]).reshape(-1, N)
+    assert kernel.tuning.chosen is not None  # warmup tuned, then sampling ran
+    codes = encode_configurations(draws[:, :CHECKED_SITES], 2)
+    with pytest.raises(AssertionError, match="chi-square goodness of fit failed"):
+        assert_gof(codes, exact_joint_of_checked_sites())
 
 
 def test_the_same_check_rejects_edited_draws(tuned_run):
