@@ -117,7 +117,8 @@ def test_the_same_check_rejects_a_broken_speculation_after_tuned_warmup(monkeypa
     mcmc = MCMC(kernel, num_warmup=NUM_WARMUP, num_samples=BROKEN_ITERATIONS, progress_bar=False)
     mcmc.run(jax.random.PRNGKey(0))
     draws = np.asarray(mcmc.get_samples()["x"]).reshape(-1, N)
-    assert kernel.tuning.chosen is not None  # warmup tuned, then sampling ran
+    # warmup measured both candidates, then sampling ran the frozen choice
+    assert [c.name for c in kernel.tuning.candidates] == ["given", "wide"]
     codes = encode_configurations(draws[:, :CHECKED_SITES], 2)
     with pytest.raises(AssertionError, match="chi-square goodness of fit failed"):
         assert_gof(codes, exact_joint_of_checked_sites())
