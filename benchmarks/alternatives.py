@@ -47,7 +47,6 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import csv
 import itertools
 import os
 import sys
@@ -61,15 +60,23 @@ import numpyro
 import numpyro.distributions as dist
 from baselines import cosine_schedule, maskgit_run, picard_run
 from cases import RESULTS, make_diffusion
-from csv_tables import git_commit, markdown_table, pyplot, read_csv, save_figure, write_csv
+from csv_tables import (
+    append_csv,
+    git_commit,
+    markdown_table,
+    pyplot,
+    read_csv,
+    save_figure,
+    write_csv,
+)
 from diffusion_rounds import engine_capacity
 from numpyro.infer import MCMC, NUTS, DiscreteGibbs, DiscreteHMCGibbs
+from rounds import project_oracle
 from scipy import stats
 
 from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.engine import run
 from numpyro_autospec.engine._sequential import sequential_run
-from numpyro_autospec.oracles import CurieWeissOracle, IsingChainOracle
 from numpyro_autospec.processes import AnyOrderProcess
 
 FIELDS = [
@@ -78,14 +85,12 @@ FIELDS = [
     "ess_per_round", "commit",
 ]  # fmt: skip
 NUM_BINS = 20
-BETA, COUPLING = 1.0, 1.0
 
 
 # ------------------------------------------------------------------------------ targets
-def make_oracle(target: str, n: int):
-    if target == "curie-weiss":
-        return CurieWeissOracle(n, beta=BETA)
-    return IsingChainOracle.uniform(n, coupling=COUPLING)
+BETA, COUPLING = 1.0, 1.0
+#: the targets' oracles, as benchmarks/rounds.py names them
+ORACLES = {"curie-weiss": f"cw:{BETA}", "ising-chain": f"ising:{COUPLING}"}
 
 
 def statistic(target: str, values: np.ndarray) -> np.ndarray:
@@ -111,8 +116,7 @@ def binned_bias(law: np.ndarray, samples: np.ndarray) -> tuple[float, float]:
     bins = np.minimum((NUM_BINS * (cumulative - law / 2)).astype(int), NUM_BINS - 1)
     expected = np.bincount(bins, weights=law, minlength=NUM_BINS)
     observed = np.bincount(bins[np.asarray(samples, int)], minlength=NUM_BINS).astype(float)
-    keep = expected > 0
-    expected, observed = expected[keep], observed[keep]
+    expected, observed = expected[expected > 0], observed[expected > 0]
     total_variation = 0.5 * np.abs(observed / observed.sum() - expected).sum()
     p_value = stats.chisquare(observed, expected * observed.sum()).pvalue
     return float(total_variation), float(p_value)
@@ -124,10 +128,12 @@ def ess(values: np.ndarray) -> float:
 
 
 def timed(function, *args):
-    """``(result, seconds)`` of a compiled call, compilation excluded."""
-    compiled = jax.jit(function).lower(*args).compile()
+    """``(result, seconds)`` of a call of ``function`` (jitted, compilation excluded; a
+    ``jax.stages.Compiled`` program as it is)."""
+    if not isinstance(function, jax.stages.Compiled):
+        function = jax.jit(function).lower(*args).compile()
     start = time.perf_counter()
-    result = jax.block_until_ready(compiled(*args))
+    result = jax.block_until_ready(function(*args))
     return result, time.perf_counter() - start
 
 
@@ -180,7 +186,7 @@ def measure_gibbs(target, oracle, kind, sweeps, seed):
 
 
 def anyorder_rows(section, target, n, args, report):
-    oracle = make_oracle(target, n)
+    oracle = project_oracle(ORACLES[target], n)
     process = AnyOrderProcess(oracle, n, 2)
     keys = jax.random.split(jax.random.PRNGKey(args.seed + n), args.draws)
     rows = []
@@ -208,10 +214,8 @@ def anyorder_rows(section, target, n, args, report):
 
     def add(method, setting, values, rounds, queries, seconds):
         cell = dict(section=section, target=target, size=n, method=method, setting=setting)
-        cell["draws"] = len(values)
-        rows.append(
-            row(cell, rounds, queries, bias_of(values), ess(statistic(target, values)), seconds)
-        )
+        cell["draws"], effective = len(values), ess(statistic(target, values))
+        rows.append(row(cell, rounds, queries, bias_of(values), effective, seconds))
         report(rows[-1])
 
     def add_samples(method, setting, samples, seconds):
@@ -228,9 +232,8 @@ def anyorder_rows(section, target, n, args, report):
         schedule = cosine_schedule(n, num_rounds)
         for order in ("confidence", "random"):
             method = "maskgit" if order == "confidence" else "maskgit-random"
-            samples, seconds = timed(
-                lambda k, s=schedule, o=order: maskgit_run(process, k, s, o), keys
-            )
+            draw = lambda k, s=schedule, o=order: maskgit_run(process, k, s, o)
+            samples, seconds = timed(draw, keys)
             add_samples(method, f"R={num_rounds}", samples, seconds)
     if section != "small" and n <= args.gibbs_max_size:
         for kind in ("gibbs", "hmcgibbs"):
@@ -244,25 +247,23 @@ def anyorder_rows(section, target, n, args, report):
 def diffusion_rows(num_steps, args, report):
     process = make_diffusion("mixture", num_steps)
     means = np.asarray(process.denoiser.means)
-    labels_of = lambda values: np.argmin(  # noqa: E731
-        ((np.asarray(values)[:, None, :] - means[None]) ** 2).sum(-1), axis=1
+    counts_of = lambda values: np.bincount(  # draws per nearest component
+        np.argmin(((np.asarray(values)[:, None, :] - means[None]) ** 2).sum(-1), axis=1),
+        minlength=len(means),
     )
-    keys = jax.random.split(jax.random.PRNGKey(args.seed + num_steps), args.diffusion_draws)
+    keys, reference_keys = (
+        jax.random.split(jax.random.PRNGKey(args.seed + c * num_steps), args.diffusion_draws)
+        for c in (1, 7)
+    )
     euler_draws = jax.jit(lambda k: sequential_run(process, k)).lower(keys).compile()
-    start = time.perf_counter()
-    euler = jax.block_until_ready(euler_draws(keys))
-    euler_seconds = time.perf_counter() - start
-    reference_keys = jax.random.split(
-        jax.random.PRNGKey(args.seed + 7 * num_steps), args.diffusion_draws
-    )
-    reference = euler_draws(reference_keys)  # the law's reference: other keys, same program
-    reference_labels = np.bincount(labels_of(reference.value), minlength=len(means))
+    euler, euler_seconds = timed(euler_draws, keys)
+    # the law's reference: other keys, same program
+    reference_labels = counts_of(euler_draws(reference_keys).value)
 
     def law_bias(values):
-        counts = np.bincount(labels_of(values), minlength=len(means))
-        total_variation = (
-            0.5 * np.abs(counts / counts.sum() - reference_labels / reference_labels.sum()).sum()
-        )
+        counts = counts_of(values)
+        reference = reference_labels / reference_labels.sum()
+        total_variation = 0.5 * np.abs(counts / counts.sum() - reference).sum()
         table = np.stack([counts, reference_labels])
         table = table[:, table.sum(0) > 0]
         return float(total_variation), float(stats.chi2_contingency(table).pvalue)
@@ -283,18 +284,15 @@ def diffusion_rows(num_steps, args, report):
     capacity = engine_capacity(process, 1 << 30)
     auto_keys = keys[: args.autospec_diffusion_draws]
     compiled = jax.jit(lambda k: run(process, k, None, capacity)).lower(auto_keys[:1]).compile()
-    start, parts = time.perf_counter(), []
-    for index in range(len(auto_keys)):  # one draw per call: its rounds are its own
-        parts.append(jax.block_until_ready(compiled(auto_keys[index : index + 1])))
+    start = time.perf_counter()  # one draw per call: its rounds are its own
+    parts = [jax.block_until_ready(compiled(auto_keys[i : i + 1])) for i in range(len(auto_keys))]
     seconds = time.perf_counter() - start
     merged = jax.tree.map(lambda *leaves: jnp.concatenate(leaves), *parts)
     add("autospec", "default", merged, seconds)
     picard = jax.jit(lambda k, tol: picard_run(process, k, args.window, tol))
     picard = picard.lower(keys, jnp.float32(0.0)).compile()  # one program, tolerance traced
     for tolerance in args.tolerances:
-        start = time.perf_counter()
-        samples = jax.block_until_ready(picard(keys, jnp.float32(tolerance)))
-        seconds = time.perf_counter() - start
+        samples, seconds = timed(picard, keys, jnp.float32(tolerance))
         coupled = float(np.mean(np.linalg.norm(np.asarray(samples.value - euler.value), axis=-1)))
         add("picard", f"p={args.window}, tol={tolerance:g}", samples, seconds, coupled)
     return rows
@@ -324,16 +322,18 @@ def plot(rows: list[dict], out_dir: str) -> list[str]:
     def save(figure, name):
         paths.append(save_figure(figure, os.path.join(out_dir, name)))
 
+    def style(axis, **labels):
+        axis.set(xscale="log", **labels)
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend(fontsize=7)
+
     colors = dict(autospec="C0", sequential="k", maskgit="C3", gibbs="C2", hmcgibbs="C4")
     colors |= {"maskgit-random": "C1", "picard": "C5"}
 
     # rounds against n: rounds per exact draw, or per effective sample for the MCMC chains
     figure, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    for axis, (section, target) in zip(
-        axes,
-        [("anyorder", "curie-weiss"), ("anyorder", "ising-chain"), ("diffusion", None)],
-        strict=True,
-    ):
+    panels = [("anyorder", "curie-weiss"), ("anyorder", "ising-chain"), ("diffusion", None)]
+    for axis, (section, target) in zip(axes, panels, strict=True):
         cells = [r for r in rows if r["section"] == section and target in (None, r["target"])]
         sizes = sorted({r["size"] for r in cells})
         if not sizes:
@@ -345,34 +345,21 @@ def plot(rows: list[dict], out_dir: str) -> list[str]:
             chain = method in ("gibbs", "hmcgibbs")
             mine = [r for r in cells if r["method"] == method]
             for setting in sorted({r["setting"] for r in mine}) if method == "picard" else [None]:
-                points = sorted(
-                    (
-                        r["size"],
-                        r["mean_rounds"] * (r["draws"] / max(r["ess"], 1e-9) if chain else 1),
-                    )
-                    for r in mine
-                    if setting in (None, r["setting"])
-                )
-                if not points:
+                at = [r for r in mine if setting in (None, r["setting"])]
+                if not at:
                     continue
+                per = [r["draws"] / max(r["ess"], 1e-9) if chain else 1 for r in at]
+                pts = sorted(
+                    (r["size"], r["mean_rounds"] * f) for r, f in zip(at, per, strict=True)
+                )
+                xs, ys = zip(*pts, strict=True)
                 label = method + (" (per ESS)" if chain else "")
                 label += f" {setting}" if method == "picard" else ""
-                axis.plot(
-                    *zip(*points, strict=True),
-                    "o-",
-                    color=colors[method],
-                    label=label,
-                    alpha=1.0 if method != "picard" else 0.5,
-                )
-        axis.set(
-            xscale="log",
-            yscale="log",
-            xlabel="n (sites) / N (steps)",
-            ylabel="rounds per draw",
-            title=f"{section}: {target or 'mixture-8x16'}",
-        )
-        axis.grid(True, which="both", alpha=0.3)
-        axis.legend(fontsize=7)
+                alpha = 1.0 if method != "picard" else 0.5
+                axis.plot(xs, ys, "o-", color=colors[method], label=label, alpha=alpha)
+        title = f"{section}: {target or 'mixture-8x16'}"
+        labels = dict(xlabel="n (sites) / N (steps)", ylabel="rounds per draw", title=title)
+        style(axis, yscale="log", **labels)
     save(figure, "alternatives_rounds.png")
 
     # bias against rounds: MaskGIT on the enumerable targets and the large ones
@@ -384,24 +371,15 @@ def plot(rows: list[dict], out_dir: str) -> list[str]:
             size = sizes[-1] if sizes else None
             here = [r for r in cells if r["target"] == target and r["size"] == size]
             for method in ("maskgit", "maskgit-random", "autospec", "sequential"):
-                points = sorted(
-                    (r["mean_rounds"], r["bias"]) for r in here if r["method"] == method
-                )
+                points = [(r["mean_rounds"], r["bias"]) for r in here if r["method"] == method]
                 if points:
-                    axis.plot(
-                        *zip(*points, strict=True),
-                        marker + "-",
-                        color=colors[method],
-                        label=f"{method}, {target} n={size}",
-                    )
-        axis.set(
-            xscale="log",
-            xlabel="rounds per draw",
-            ylabel="TV (joint)" if section == "small" else "TV (statistic, 20 bins)",
-            title="enumerable targets" if section == "small" else "large targets",
-        )
-        axis.grid(True, which="both", alpha=0.3)
-        axis.legend(fontsize=7)
+                    xs, ys = zip(*sorted(points), strict=True)
+                    label = f"{method}, {target} n={size}"
+                    axis.plot(xs, ys, marker + "-", color=colors[method], label=label)
+        small = section == "small"
+        ylabel = "TV (joint)" if small else "TV (statistic, 20 bins)"
+        title = "enumerable targets" if small else "large targets"
+        style(axis, xlabel="rounds per draw", ylabel=ylabel, title=title)
     save(figure, "alternatives_bias.png")
 
     # ESS per second
@@ -416,13 +394,9 @@ def plot(rows: list[dict], out_dir: str) -> list[str]:
             group = (r["section"], r["target"], r["size"])
             best[group] = max(best.get(group, r["ess_per_second"]), r["ess_per_second"])
         heights = [best.get(group, 0.0) for group in groups]
-        axis.bar(
-            np.arange(len(groups)) + index * width,
-            heights,
-            width,
-            color=colors[method],
-            label=method + (" (best setting, biased)" if method in ("maskgit", "picard") else ""),
-        )
+        label = method + (" (best setting, biased)" if method in ("maskgit", "picard") else "")
+        position = np.arange(len(groups)) + index * width
+        axis.bar(position, heights, width, color=colors[method], label=label)
     axis.set_xticks(np.arange(len(groups)) + 0.4 - width / 2)
     axis.set_xticklabels([f"{t}\n{s}" for _, t, s in groups], fontsize=8)
     axis.set(yscale="log", ylabel="ESS per second (this machine)")
@@ -444,16 +418,13 @@ def main(args: argparse.Namespace) -> list[dict]:
         return write(merge(args.merge), args)
     print(markdown_table(HEADER), flush=True)
 
-    partial = os.path.join(args.out_dir, args.name + ".partial.csv")
-    with open(partial, "w", newline="") as handle:
-        csv.DictWriter(handle, fieldnames=FIELDS).writeheader()
+    partial = write_csv(os.path.join(args.out_dir, args.name + ".partial.csv"), [], FIELDS)
 
     def report(entry):
         """Print a measured row and append it to the partial CSV at once."""
         entry["commit"] = commit
         print(format_row(entry), flush=True)
-        with open(partial, "a", newline="") as handle:
-            csv.DictWriter(handle, fieldnames=FIELDS).writerow(entry)
+        append_csv(partial, entry, FIELDS)
 
     if "small" in args.sections:
         small = argparse.Namespace(**{**vars(args), "draws": args.small_draws})
@@ -511,16 +482,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     option("--small-draws", type=int, default=20000, help="draws per enumerable cell (n = 10)")
     rounds = "MaskGIT rounds R on the"
     option("--maskgit-rounds", type=int, nargs="+", default=[8, 64], help=f"{rounds} large targets")
-    option(
-        "--small-rounds",
-        type=int,
-        nargs="+",
-        default=[1, 2, 5, 10],
-        help=f"{rounds} enumerable targets (n = 10)",
-    )
-    option(
-        "--small-targets", nargs="+", default=targets, choices=targets, help="enumerable targets"
-    )
+    small = f"{rounds} enumerable targets (n = 10)"
+    option("--small-rounds", type=int, nargs="+", default=[1, 2, 5, 10], help=small)
+    small = "enumerable targets"
+    option("--small-targets", nargs="+", default=targets, choices=targets, help=small)
     option("--sweeps", type=int, default=400, help="Gibbs sweeps after burn-in")
     option("--gibbs-max-size", type=int, default=4096, help="largest n for NumPyro's Gibbs chains")
     ising = "largest Ising chain (its autospec queries are O(n) scans)"

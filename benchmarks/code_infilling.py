@@ -18,9 +18,8 @@ of sequential sampling along a uniformly random order (docs/learned.md):
 All three are jitted with the window as an argument, one draw per call (the latency of a
 draw), timed after the first call (compilation), in wall-clock seconds and in CPU seconds of
 the process (all its threads; steadier than wall-clock time on a machine shared with other
-jobs).  The script prints the table (rounds,
-forward passes and conditionals per draw, seconds per draw, ratios) and writes
-``results/code_infilling.{txt,csv,png}``.
+jobs).  The script prints the table (rounds, forward passes and conditionals per draw, seconds
+per draw, ratios) and writes ``results/code_infilling.{txt,csv,png}``.
 
     .venv/bin/python benchmarks/code_infilling.py                  # n = 256, spans 64 128 256
     .venv/bin/python benchmarks/code_infilling.py --spans 128 --num-windows 2 --draws 2
@@ -34,6 +33,7 @@ import argparse
 import importlib.util
 import os
 import platform
+import sys
 import time
 
 import jax
@@ -53,7 +53,10 @@ KNOBS = ("window", "window_growth", "floor", "fallback", "block_size", "lookahea
 
 def load_example():
     """The example module (its training recipe, checkpoint naming and masked windows)."""
-    path = os.path.join(HERE, "..", "examples", "code_infilling.py")
+    folder = os.path.join(HERE, "..", "examples")
+    if folder not in sys.path:  # the example imports its helpers (_common) from its folder
+        sys.path.append(folder)
+    path = os.path.join(folder, "code_infilling.py")
     spec = importlib.util.spec_from_file_location("code_infilling_example", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -97,26 +100,18 @@ def measure(oracle, windows: np.ndarray, observed_mask, config, draws: int) -> l
                 cpu_seconds.append(time.process_time() - begin_cpu)
                 rounds.append(float(out.rounds[0]))
                 queries.append(float(out.queries[0]))
-                conditionals.append(
-                    queries[-1] if out.conditionals is None else float(out.conditionals[0])
-                )
-        rows.append(
-            {
-                "method": name,
-                "free": int((~observed_mask).sum()),
-                "rounds": float(np.mean(rounds)),
-                "max_rounds": float(np.max(rounds)),
-                "queries": float(np.mean(queries)),
-                "conditionals": float(np.mean(conditionals)),
-                "s_per_draw": float(np.mean(seconds)),
-                "cpu_s_per_draw": float(np.mean(cpu_seconds)),
-                "compile_s": round(first - float(np.mean(seconds)), 1),
-            }
-        )
+                rows_of = out.queries if out.conditionals is None else out.conditionals
+                conditionals.append(float(rows_of[0]))
+        mean = lambda values: float(np.mean(values))
+        row = {"method": name, "free": int((~observed_mask).sum())}
+        row |= {"rounds": mean(rounds), "max_rounds": float(np.max(rounds))}
+        row |= {"queries": mean(queries), "conditionals": mean(conditionals)}
+        row |= {"s_per_draw": mean(seconds), "cpu_s_per_draw": mean(cpu_seconds)}
+        rows.append(row | {"compile_s": round(first - row["s_per_draw"], 1)})
         print(
-            f"  {name:<11} free {rows[-1]['free']:>4}: {rows[-1]['rounds']:7.1f} rounds, "
-            f"{rows[-1]['queries']:7.1f} passes, {rows[-1]['s_per_draw']:.3f} s/draw, "
-            f"{rows[-1]['cpu_s_per_draw']:.3f} CPU s/draw",
+            f"  {name:<11} free {row['free']:>4}: {row['rounds']:7.1f} rounds, "
+            f"{row['queries']:7.1f} passes, {row['s_per_draw']:.3f} s/draw, "
+            f"{row['cpu_s_per_draw']:.3f} CPU s/draw",
             flush=True,
         )
     return rows
@@ -135,11 +130,8 @@ def table(rows: list[dict], n: int) -> str:
     body = []
     for r in rows:  # the baselines' seconds: the first row of each method with these free sites
         same = {s["method"]: s["s_per_draw"] for s in reversed(rows) if s["free"] == r["free"]}
-        ratios = {
-            k: same[m] / r["s_per_draw"]
-            for k, m in [("plain", "sequential"), ("cached", "kv-cache")]
-        }
-        body.append(r | ratios | {"n": n})
+        plain, cached = same["sequential"] / r["s_per_draw"], same["kv-cache"] / r["s_per_draw"]
+        body.append(r | {"plain": plain, "cached": cached, "n": n})
     return markdown_table(header, body, cells)
 
 

@@ -1,8 +1,8 @@
 """The benchmark scripts' results as CSV files, Markdown tables and figures: one CSV writer for
-every script that saves a whole table at once (the scripts that stream rows as they measure
-them, ``rounds.py``, ``alternatives.py``'s partial file and ``diffusion_rounds.py``, append with
-``csv`` directly) and its reader, the Markdown table the scripts print, the commit their rows
-are stamped with, and Matplotlib's non-interactive pyplot with the figures' saver.
+every script that saves a whole table at once, the appender of the scripts that stream rows as
+they measure them (``rounds.py``, ``alternatives.py``'s partial file, ``diffusion_rounds.py``)
+and the reader, the Markdown table the scripts print, the commit their rows are stamped with,
+and Matplotlib's non-interactive pyplot with the figures' saver.
 
 Imported by bare name (``from csv_tables import write_csv``): a script run as
 ``python benchmarks/NAME.py`` has this folder first on ``sys.path``.
@@ -16,6 +16,7 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 
 __all__ = [
+    "append_csv",
     "git_commit",
     "markdown_row",
     "markdown_table",
@@ -32,21 +33,26 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def write_csv(
     path: str, rows: Sequence[Mapping[str, object]], columns: Sequence[str] | None = None
 ) -> str:
-    """Write ``rows`` to ``path`` with a header line, creating its folder.
-
-    :param path: the CSV file, overwritten.
-    :param rows: one mapping per line.
-    :param columns: the header, in order (default: the first row's keys); a row missing a
-        column leaves it empty, a row with a column not in it is an error (``csv.DictWriter``).
-    :returns: ``path``.
-    """
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
+    """Write ``rows`` (mappings) to ``path``, overwritten, under the header ``columns`` (default:
+    the first row's keys; a row missing a column leaves it empty, one with a column not in it is
+    an error), creating its folder; returns ``path``."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=list(columns or rows[0]), restval="")
         writer.writeheader()
         writer.writerows(rows)
     return path
+
+
+def append_csv(path: str, row: Mapping[str, object], columns: Sequence[str]) -> None:
+    """Append ``row`` to the CSV file ``path`` at once (a header line first where the file is
+    new or empty), so that a stopped run keeps the rows it measured."""
+    new = not os.path.exists(path) or os.path.getsize(path) == 0
+    with open(path, "a", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(columns), restval="")
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
 
 
 def read_csv(path: str) -> list[dict[str, str]]:
@@ -63,15 +69,10 @@ def markdown_row(cells: Iterable[object]) -> str:
 
 
 def markdown_table(header: str, rows: Iterable = (), template: str | None = None) -> str:
-    """A Markdown table: the header line, the separator line, a line per row (no rows: the
-    header and the separator, for a script that prints its rows as they come).
-
-    :param header: the column names separated by ``" | "``, as the header line shows them
-        without its outer bars (``"case | rounds"``).
-    :param rows: lists of cells, or with ``template`` mappings (a CSV row each).
-    :param template: the cells of a row as one format string filled from the row's mapping,
-        separated by ``" | "`` (``"{case} | {rounds:.1f}"``).
-    """
+    """A Markdown table: the header line (``header``: the column names separated by ``" | "``),
+    the separator line and a line per row (none: for a script that prints its rows as they
+    come); ``rows`` are lists of cells, or mappings filled into ``template``, the cells as one
+    format string separated by ``" | "`` (``"{case} | {rounds:.1f}"``)."""
     columns = header.split(" | ")
     lines = [markdown_row(columns), "|" + "---|" * len(columns)]
     if template is not None:
@@ -81,11 +82,9 @@ def markdown_table(header: str, rows: Iterable = (), template: str | None = None
 
 
 def git_commit(dirty_of: str | None = None) -> str:
-    """The checkout's short ``HEAD`` hash, ``"unknown"`` where git does not answer.
-
-    :param dirty_of: a path relative to ``benchmarks/``: ``+dirty`` is appended when git
-        reports uncommitted changes under it (default: not asked).
-    """
+    """The checkout's short ``HEAD`` hash, ``"unknown"`` where git does not answer, with
+    ``+dirty`` where git reports uncommitted changes under ``dirty_of`` (a path relative to
+    ``benchmarks/``; default: not asked)."""
 
     def git(*words: str, check: bool = True) -> str:
         done = subprocess.run(

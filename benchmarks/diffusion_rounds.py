@@ -20,22 +20,17 @@ Targets (``--targets``):
 Both run on :func:`~numpyro_autospec.processes.default_times` (``t_max = 1000``).
 
 Root block size (``--block-sizes``): ``none`` is the paper as written (one recursion on the
-whole path); ``Cs`` (for example ``2s``) processes the path left to right in recursion blocks
-of ``round(C sqrt(N))`` steps; an integer is a fixed block size.  ``--growth`` sets the
-residual batch growth :math:`\\rho` (batch ``r`` runs :math:`\\lceil (1+\\rho)^r \\rceil`
-trials); ``--leaf-sizes`` the blocks sampled step by step.  ``--speculation-variances``:
-``none`` freezes the drift over a speculated block (the paper), a number :math:`s^2` uses the
-linear-response speculation of ``DiffusionProcess(speculation_variance=s^2)`` (exact for a
-Gaussian of variance :math:`s^2`; the mixture's components have :math:`s^2 = 0.01`), and
-``posterior`` the response of the posterior covariance read from the denoiser's Jacobian at
-each block's start (``speculation_variance="posterior"``), ``posterior:R`` that of its
-rank-``R`` estimate (``posterior_rank=R``).  Every setting is exact; they trade rounds against
-queries.
+whole path), ``Cs`` (for example ``2s``) recursion blocks of ``round(C sqrt(N))`` steps left to
+right, an integer a fixed block size.  ``--growth`` sets the residual batch growth
+:math:`\\rho` (batch ``r`` runs :math:`\\lceil (1+\\rho)^r \\rceil` trials), ``--leaf-sizes``
+the blocks sampled step by step, ``--speculation-variances`` the speculated drift: frozen (the
+paper), the linear response of a Gaussian of variance :math:`s^2` (the mixture's components
+have :math:`s^2 = 0.01`) or of the denoiser's posterior covariance (its help).  Every setting
+is exact; they trade rounds against queries.
 
 Each draw runs alone in its compiled call (``--draws-per-call 1``, the default), so that its
 rounds are its own and not those of the draws sharing its pool; the query batch is capped by
-``--memory-budget`` (queries index the pool's paths directly through the process's batched
-``query_batch``/``score_batch``, see docs/engine.md).
+``--memory-budget`` (docs/engine.md).
 
 Examples::
 
@@ -49,7 +44,6 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import csv
 import itertools
 import math
 import os
@@ -58,7 +52,8 @@ import time
 import jax
 import numpy as np
 from cases import RESULTS, make_diffusion
-from csv_tables import git_commit, pyplot, save_figure
+from csv_tables import append_csv, git_commit, pyplot, save_figure, write_csv
+from rounds import loglog_slope
 
 from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.config import SamplerConfig
@@ -109,19 +104,9 @@ def engine_capacity(
 
 # --------------------------------------------------------------------------- measuring
 def measure(
-    target: str,
-    n: int,
-    block: str,
-    growth: float,
-    draws: int,
-    *,
-    seed: int = 0,
-    draws_per_call: int = 1,
-    memory_budget: int = 1 << 30,
-    num_slots: int | None = None,
-    leaf: int = 1,
-    speculation: str = "none",
-) -> dict:
+    target, n, block, growth, draws, *, seed=0, draws_per_call=1, memory_budget=1 << 30,
+    num_slots=None, leaf=1, speculation="none",
+) -> dict:  # fmt: skip
     """The CSV row (without its commit) of ``draws`` engine draws in calls of ``draws_per_call``
     (one compilation)."""
     process = make_diffusion(target, n, speculation)
@@ -130,22 +115,18 @@ def measure(
     calls = math.ceil(draws / draws_per_call)
     keys = jax.random.split(jax.random.PRNGKey(seed + n), calls * draws_per_call)
     keys = keys.reshape(calls, draws_per_call, -1)
-    fn = jax.jit(lambda k: run(process, k, config, capacity))
     start = time.perf_counter()
-    compiled = fn.lower(keys[0]).compile()
+    compiled = jax.jit(lambda k: run(process, k, config, capacity)).lower(keys[0]).compile()
     compile_seconds = time.perf_counter() - start
-    rounds, queries = [], []
     start = time.perf_counter()
-    for call in range(calls):
-        samples = jax.block_until_ready(compiled(keys[call]))
-        rounds.append(np.asarray(samples.rounds))
-        queries.append(np.asarray(samples.queries))
+    samples = [jax.block_until_ready(compiled(call_keys)) for call_keys in keys]
     seconds = (time.perf_counter() - start) / (calls * draws_per_call)
     # the pool size the engine ran with (resolved, not requested)
     slots = plan(process, config, capacity, draws_per_call, keys[0, 0]).num_slots - draws_per_call
-    rounds = np.concatenate(rounds)[:draws].astype(float)
-    queries = np.concatenate(queries)[:draws].astype(float)
+    rounds = np.concatenate([s.rounds for s in samples])[:draws].astype(float)
+    queries = np.concatenate([s.queries for s in samples])[:draws].astype(float)
     sequential = n + 1  # N Euler-Maruyama steps and the final query f(t_N, y_N)
+    se = rounds.std(ddof=1) / math.sqrt(rounds.size) if rounds.size > 1 else float("nan")
     return {
         "target": target,
         "dim": process.dim,
@@ -157,9 +138,7 @@ def measure(
         "num_slots": slots,
         "draws": rounds.size,
         "mean_rounds": round(rounds.mean(), 2),
-        "se_rounds": round(rounds.std(ddof=1) / math.sqrt(rounds.size), 2)
-        if rounds.size > 1
-        else float("nan"),
+        "se_rounds": round(se, 2),
         "median_rounds": round(float(np.median(rounds)), 1),
         "p90_rounds": round(float(np.percentile(rounds, 90)), 1),
         "max_rounds": int(rounds.max()),
@@ -170,15 +149,6 @@ def measure(
         "seconds_per_draw": round(seconds, 3),
         "compile_seconds": round(compile_seconds, 1),
     }
-
-
-def loglog_slope(sizes, values) -> float:
-    """Least-squares slope of ``log(values)`` against ``log(sizes)``
-    (0.5 for :math:`\\sqrt N`, 1 for sequential)."""
-    sizes, values = np.asarray(sizes, float), np.asarray(values, float)
-    if sizes.size < 2:
-        return float("nan")
-    return float(np.polyfit(np.log(sizes), np.log(values), 1)[0])
 
 
 def setting(row: dict) -> str:
@@ -192,20 +162,17 @@ def table(rows: list[dict]) -> str:
     """Fixed-width table of the rows, then the slope of mean rounds per target and setting."""
     header = (
         f"{'target':<8}{'N':>6} {'setting':<48}{'rounds':>8}{'+-':>6}{'median':>7}{'p90':>7}"
-        f"{'max':>6}"
-        f"{'queries':>9}{'q/N':>6}{'seq':>6}{'speed-up':>9}{'s/draw':>8}"
+        f"{'max':>6}{'queries':>9}{'q/N':>6}{'seq':>6}{'speed-up':>9}{'s/draw':>8}"
     )
     lines = [header]
     for row in rows:
         lines.append(
             f"{row['target']:<8}{row['n']:>6} {setting(row):<48}{row['mean_rounds']:>8.1f}"
             f"{row['se_rounds']:>6.1f}{row['median_rounds']:>7.0f}{row['p90_rounds']:>7.0f}"
-            f"{row['max_rounds']:>6}"
-            f"{row['mean_queries']:>9.0f}{row['queries_per_n']:>6.1f}"
+            f"{row['max_rounds']:>6}{row['mean_queries']:>9.0f}{row['queries_per_n']:>6.1f}"
             f"{row['sequential_rounds']:>6}{row['speedup']:>8.1f}x{row['seconds_per_draw']:>8.2f}"
         )
-    lines.append("")
-    lines.append("log-log slope of mean rounds over N (sequential: 1.0; the paper: ~0.5):")
+    lines += ["", "log-log slope of mean rounds over N (sequential: 1.0; the paper: ~0.5):"]
     for (target, name), group in _groups(rows).items():
         sizes = [r["n"] for r in group]
         slope = loglog_slope(sizes, [r["mean_rounds"] for r in group])
@@ -238,19 +205,11 @@ def plot(rows: list[dict], path: str) -> None:
             ns = [r["n"] for r in group]
             means = np.array([r["mean_rounds"] for r in group])
             p90 = np.array([r["p90_rounds"] for r in group])
-            slope = loglog_slope(ns, means)
-            ax.errorbar(
-                ns,
-                means,
-                yerr=[np.zeros_like(means), np.maximum(p90 - means, 0)],
-                marker="o",
-                capsize=3,
-                label=f"autospec {name} (slope {slope:.2f})",
-            )
+            yerr = [np.zeros_like(means), np.maximum(p90 - means, 0)]
+            label = f"autospec {name} (slope {loglog_slope(ns, means):.2f})"
+            ax.errorbar(ns, means, yerr=yerr, marker="o", capsize=3, label=label)
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("grid steps N")
-        ax.set_ylabel("rounds per draw (mean; bar to p90)")
+        ax.set(yscale="log", xlabel="grid steps N", ylabel="rounds per draw (mean; bar to p90)")
         ax.set_title(f"stochastic localization: {target}")
         ax.legend(fontsize=8)
     save_figure(fig, path)
@@ -261,24 +220,16 @@ def main(args: argparse.Namespace) -> list[dict]:
     csv_path = os.path.join(args.out_dir, f"{args.name}.csv")
     commit = git_commit()
     rows = []
-    with open(csv_path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        writer.writeheader()
-        options = ("seed", "draws_per_call", "memory_budget", "num_slots")
-        common = {name: getattr(args, name) for name in options}
-        grid = (args.targets, args.sizes, args.block_sizes, args.growth, args.leaf_sizes)
-        for target, n, block, growth, leaf, speculation in itertools.product(
-            *grid, args.speculation_variances
-        ):
-            row = measure(
-                target, n, block, growth, args.draws, leaf=leaf, speculation=speculation, **common
-            )
-            rows.append(row | {"commit": commit})
-            writer.writerow(rows[-1])
-            f.flush()
-            print(table(rows[-1:]).splitlines()[1], flush=True)
-    print()
-    print(table(rows))
+    write_csv(csv_path, [], FIELDS)
+    options = ("seed", "draws_per_call", "memory_budget", "num_slots")
+    common = {name: getattr(args, name) for name in options}
+    grid = ("targets", "sizes", "block_sizes", "growth", "leaf_sizes", "speculation_variances")
+    for target, n, block, growth, leaf, spec in itertools.product(*map(vars(args).get, grid)):
+        row = measure(target, n, block, growth, args.draws, leaf=leaf, speculation=spec, **common)
+        rows.append(row | {"commit": commit})
+        append_csv(csv_path, rows[-1], FIELDS)
+        print(table(rows[-1:]).splitlines()[1], flush=True)
+    print("\n" + table(rows))
     print(f"\nCSV saved to {csv_path}")
     if not args.no_plot:
         png = os.path.join(args.out_dir, f"{args.name}.png")

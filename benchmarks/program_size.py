@@ -1,7 +1,6 @@
 """The size of the engine's compiled program against the sequential chain's, with the same
-oracle: kernels XLA launches (``numpyro_autospec._core.program_size``), conditionals, loops, lines
-of
-the optimized HLO module, and the seconds to trace, lower and compile one draw.
+oracle: kernels XLA launches (``numpyro_autospec._core.program_size``), conditionals, loops,
+lines of the optimized HLO module, and the seconds to trace, lower and compile one draw.
 
     .venv/bin/python benchmarks/program_size.py                    # cw-1024 and mlp-256
     .venv/bin/python benchmarks/program_size.py --cases cw-32 digits-64

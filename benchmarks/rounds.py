@@ -15,9 +15,8 @@ best window per cell and the CSV keeps them all), ``autospec:`` (the default
 blocks as fallback) and ``paper:`` (the paper's recursion as written, ``root_windows=False``;
 ``--paper``) and ``--tuned``; more engine configs with ``--extra``.
 
-Every cell runs on the engine: :func:`numpyro_autospec.engine.run` under ``jax.jit``
-(``--draws-per-call`` draws share one task pool; ``--slots-per-draw`` sets the pool size), which
-also gives wall and compile times.
+Every cell runs :func:`numpyro_autospec.engine.run` under ``jax.jit`` (``--draws-per-call``
+draws share one task pool of ``--slots-per-draw`` slots per draw).
 
 ``--overhead`` measures the engine's per-round scheduler overhead instead, on the first of
 ``--targets``, by oracle doubling (see :func:`measure_overhead`).
@@ -32,7 +31,6 @@ its own windows; cells already in the CSV are skipped)::
 from __future__ import annotations
 
 import argparse
-import csv
 import itertools
 import math
 import os
@@ -42,6 +40,7 @@ import jax
 import numpy as np
 from cases import RESULTS
 from csv_tables import (
+    append_csv,
     git_commit,
     markdown_row,
     markdown_table,
@@ -120,12 +119,10 @@ def sampler_config(config: str, n: int):
     ``min_window``, ``max_window``, ``window_growth``, ``growth``, ``leaf``, ``lookahead``."""
     method, knobs = parse_config(config)
     size = knobs.get("k", knobs.get("block"))
-    extra = {}
+    sized = ("window", "floor", "fallback", "min_window", "max_window")
+    extra = {name: resolve_size(knobs[name], n) for name in sized if name in knobs}
     if method == "paper":
         method, extra["root_windows"] = "autospec", False
-    for name in ("window", "floor", "fallback", "min_window", "max_window"):
-        if name in knobs:
-            extra[name] = resolve_size(knobs[name], n)
     if "window_growth" in knobs:
         extra["window_growth"] = int(knobs["window_growth"])
     return SamplerConfig(
@@ -143,9 +140,7 @@ def engine_capacity(draws_per_call: int, slots_per_draw: int, memory_budget: int
     return Capacity(num_slots=slots, memory_budget=memory_budget)
 
 
-#: compiled programs by oracle structure, size, config and capacity, the oracle an argument: its
-#: parameters are data, so the targets of one family (Curie-Weiss at three temperatures, the
-#: Ising chain at two couplings) draw with one compilation
+#: the programs of :func:`compiled_engine`, the oracle an argument (its parameters are data)
 _PROGRAMS: dict = {}
 
 
@@ -155,46 +150,32 @@ def compiled_engine(oracle, n, config, capacity, keys):
     ``jax.jit`` keys its own cache on), ``n``, config and capacity; returns
     ``(program, compile_seconds)`` with ``program(oracle, keys)`` (``compile_seconds`` is 0 for
     a program compiled before)."""
+    draw = lambda oracle, keys: run(AnyOrderProcess(oracle, n, 2), keys, config, capacity)
+    start = time.perf_counter()
     if any(leaf is oracle for leaf in jax.tree.leaves(oracle)):
         # not a pytree (the overhead's DoubledOracle): a program of its own, closing over it
-        program = jax.jit(lambda keys: run(AnyOrderProcess(oracle, n, 2), keys, config, capacity))
-        start = time.perf_counter()
-        compiled = program.lower(keys).compile()
+        compiled = jax.jit(lambda keys: draw(oracle, keys)).lower(keys).compile()
         return (lambda _oracle, keys: compiled(keys)), time.perf_counter() - start
     structure = (jax.tree.structure(oracle), tuple(map(jax.typeof, jax.tree.leaves(oracle))))
     key = (structure, n, config, capacity, keys.shape)
     if key in _PROGRAMS:
         return _PROGRAMS[key], 0.0
-
-    def draw(oracle, keys):
-        return run(AnyOrderProcess(oracle, n, 2), keys, config, capacity)
-
-    start = time.perf_counter()
     _PROGRAMS[key] = jax.jit(draw).lower(oracle, keys).compile()
     return _PROGRAMS[key], time.perf_counter() - start
 
 
 def measure_engine(
-    target,
-    n,
-    config,
-    draws,
-    seed=0,
-    draws_per_call=4,
-    slots_per_draw=128,
-    memory_budget=1 << 30,
-    oracle=None,
-    keep_draws=False,
+    target, n, config, draws, seed=0, pool=(4, 128, 1 << 30), oracle=None, keep=False
 ):
-    """Draws with :func:`numpyro_autospec.engine.run` under ``jit``; compile time measured on
-    ``lower().compile()`` (:func:`compiled_engine`: 0 where a target of the same family
-    compiled the program)."""
-    oracle = oracle or project_oracle(target, n)
-    cfg = sampler_config(config, n)
-    capacity = engine_capacity(draws_per_call, slots_per_draw, memory_budget)
+    """Draws with :func:`numpyro_autospec.engine.run` under ``jit``, ``pool`` the arguments of
+    :func:`engine_capacity`; compile time measured on ``lower().compile()``
+    (:func:`compiled_engine`: 0 where a target of the same family compiled the program);
+    ``keep``: the row keeps the draws' rounds and queries and the CPU seconds too."""
+    oracle, draws_per_call = oracle or project_oracle(target, n), pool[0]
     calls = math.ceil(draws / draws_per_call)
     keys = jax.random.split(jax.random.PRNGKey(seed), calls * draws_per_call)
     keys = keys.reshape(calls, draws_per_call, -1)
+    cfg, capacity = sampler_config(config, n), engine_capacity(*pool)
     compiled, compile_seconds = compiled_engine(oracle, n, cfg, capacity, keys[0])
     rounds, queries, conditionals = [], [], []
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -230,12 +211,9 @@ def measure_engine(
         "compile_seconds": round(compile_seconds, 1),
         "commit": "",
     }
-    if keep_draws:
+    if keep:
         row["_rounds"], row["_queries"], row["_cpu_seconds"] = rounds, queries, cpu_seconds
     return row
-
-
-# ----------------------------------------------------------------------------- overhead
 
 
 class DoubledOracle(AnyOrderOracle):
@@ -263,7 +241,7 @@ class DoubledOracle(AnyOrderOracle):
         return (first + self.oracle.log_conditionals(*again)) * 0.5
 
 
-def measure_overhead(target, n, config, draws, draws_per_call=1, slots_per_draw=128):
+def measure_overhead(target, n, config, draws, pool=(1, 128, 1 << 30)):
     """Per-round scheduler overhead by *oracle doubling*.
 
     The same engine program is run on the same keys twice: with the target's oracle (wall time
@@ -277,9 +255,7 @@ def measure_overhead(target, n, config, draws, draws_per_call=1, slots_per_draw=
     """
     oracle = project_oracle(target, n)
     one, two = (
-        measure_engine(
-            target, n, config, draws, 0, draws_per_call, slots_per_draw, oracle=o, keep_draws=True
-        )
+        measure_engine(target, n, config, draws, 0, pool, o, keep=True)
         for o in (oracle, DoubledOracle(oracle))
     )
     same = one["_rounds"] == two["_rounds"] and one["_queries"] == two["_queries"]
@@ -292,7 +268,7 @@ def measure_overhead(target, n, config, draws, draws_per_call=1, slots_per_draw=
         "n": n,
         "config": config,
         "draws": draws,
-        "draws_per_call": draws_per_call,
+        "draws_per_call": pool[0],
         "mean_rounds": one["mean_rounds"],
         "mean_queries": one["mean_queries"],
         "same_trajectory": same,
@@ -308,29 +284,32 @@ def measure_overhead(target, n, config, draws, draws_per_call=1, slots_per_draw=
     }
 
 
-# ----------------------------------------------------------------------------- reporting
-
-
-def loglog_slope(sizes, values):
+def loglog_slope(sizes, values, low=0, high=math.inf):
+    """Least-squares slope of ``log(values)`` against ``log(sizes)`` over the sizes in
+    ``[low, high]`` (0.5 for :math:`\\sqrt n`, 1 for sequential; NaN: fewer than two points)."""
     sizes, values = np.asarray(sizes, float), np.asarray(values, float)
-    keep = (sizes >= 1024) & (sizes <= 16384) & (values > 0)
+    keep = (sizes >= low) & (sizes <= high) & (values > 0)
     if keep.sum() < 2:
         return float("nan")
     return float(np.polyfit(np.log(sizes[keep]), np.log(values[keep]), 1)[0])
 
 
+#: the configurations the tables name (:func:`family`)
+NAMED = {
+    DEFAULT: "autospec (default)",
+    "autospec": "autospec (default)",
+    PAPER: "paper as written",
+    TUNED: "paper, 8 sqrt(n) blocks, rho=3",
+}
+#: the families of :func:`family` other than ``--extra`` configurations, in table order
+FAMILIES = ["assd (best k)", "block (best k)", *dict.fromkeys(NAMED.values())]
+
+
 def family(row):
     """Group rows by what the table shows: the best window of assd/block, each autospec."""
-    method, config = row["method"], row["config"]
-    if method in ("assd", "block") and "prequery" not in config:
-        return f"{method} (best k)"
-    if config in (DEFAULT, "autospec"):
-        return "autospec (default)"
-    if config == PAPER:
-        return "paper as written"
-    if config == TUNED:
-        return "paper, 8 sqrt(n) blocks, rho=3"
-    return config
+    if row["method"] in ("assd", "block") and "prequery" not in row["config"]:
+        return f"{row['method']} (best k)"
+    return NAMED.get(row["config"], row["config"])
 
 
 def best_rows(rows):
@@ -358,22 +337,17 @@ def table(rows) -> str:
             f"| {name} | {n} | sequential | | {n} | {n} | {n} | {n} | {1 / math.log2(n):.3f} | | |"
         )
         for row in filter(None, (best.get((target, n, fam)) for fam in families)):
-            lines.append(
-                markdown_row(
-                    [name, n, family(row), f"`{row['config']}`"]
-                    + [f"{row['mean_rounds']} ± {row['se_rounds']}", row["p90_rounds"]]
-                    + [f"{float(row['mean_queries']):.0f}", row.get("mean_conditionals", "")]
-                    + [row.get("conditionals_per_nlog2n", ""), row["seconds_per_draw"]]
-                    + [row["compile_seconds"]]
-                )
-            )
+            cells = [name, n, family(row), f"`{row['config']}`"]
+            cells += [f"{row['mean_rounds']} ± {row['se_rounds']}", row["p90_rounds"]]
+            cells += [f"{float(row['mean_queries']):.0f}", row.get("mean_conditionals", "")]
+            cells += [row.get("conditionals_per_nlog2n", ""), row["seconds_per_draw"]]
+            lines.append(markdown_row(cells + [row["compile_seconds"]]))
     return "\n".join(lines)
 
 
 def compact_table(rows, n) -> str:
-    """One line per target at size ``n``: mean rounds (p90) and conditionals / (n log2 n) (the
-    rows the oracle computed: the work, whatever the oracle's form; queries for rows written
-    before that column) of each family (best window for assd/block)."""
+    """One line per target at size ``n``: mean rounds (p90) and conditionals (queries in rows
+    written before that column) / (n log2 n) of each family (best window for assd/block)."""
     best = best_rows([r for r in rows if int(r["n"]) == n])
     fams = sorted({k[2] for k in best}, key=_family_order)
     body = []
@@ -405,20 +379,10 @@ def slopes(rows) -> str:
                 for k, v in best.items()
                 if k[0] == target and k[2] == fam
             )
-            s = loglog_slope([p[0] for p in pts], [p[1] for p in pts])
+            s = loglog_slope([p[0] for p in pts], [p[1] for p in pts], 1024, 16384)
             if not math.isnan(s):
                 body.append([TARGETS.get(target, target), fam, f"{s:.2f}"])
     return markdown_table("target | method | slope of mean rounds, n = 1024..16384", body)
-
-
-#: the families of :func:`family` other than ``--extra`` configurations, in table order
-FAMILIES = [
-    "assd (best k)",
-    "block (best k)",
-    "autospec (default)",
-    "paper as written",
-    "paper, 8 sqrt(n) blocks, rho=3",
-]
 
 
 def _family_order(name):
@@ -443,29 +407,23 @@ def plot(rows, path):
     fig, axes = plt.subplots(2, len(targets), figsize=(3.6 * len(targets), 6.4), squeeze=False)
     for col, target in enumerate(targets):
         sizes = sorted({k[1] for k in best if k[0] == target})
-        for ax, what in ((axes[0, col], "rounds"), (axes[1, col], "queries")):
-            if what == "rounds":
-                ax.plot(sizes, sizes, "k:", label="sequential")
-            else:
-                ax.plot(sizes, [3 * s * math.log2(s) for s in sizes], "k:", label="3 n log2 n")
-            for i, fam in enumerate(fams):
-                pts = sorted((k[1], v) for k, v in best.items() if k[0] == target and k[2] == fam)
-                if not pts:
-                    continue
-                xs, rows_at = [p[0] for p in pts], [p[1] for p in pts]
-                if what == "rounds":
-                    ys = [float(r["mean_rounds"]) for r in rows_at]
-                    p90 = [float(r["p90_rounds"]) for r in rows_at]
-                else:
-                    ys = [float(r.get("mean_conditionals") or r["mean_queries"]) for r in rows_at]
-                ax.plot(xs, ys, "-o", color=f"C{i}", ms=3, label=fam)
-                if what == "rounds":
-                    ax.plot(xs, p90, "--", color=f"C{i}", lw=0.8)
+        top, bottom = axes[0, col], axes[1, col]  # rounds, conditionals
+        top.plot(sizes, sizes, "k:", label="sequential")
+        bottom.plot(sizes, [3 * s * math.log2(s) for s in sizes], "k:", label="3 n log2 n")
+        for i, fam in enumerate(fams):
+            pts = sorted((k[1], v) for k, v in best.items() if k[0] == target and k[2] == fam)
+            if not pts:
+                continue
+            xs, at, c = [p[0] for p in pts], [p[1] for p in pts], f"C{i}"
+            top.plot(xs, [float(r["mean_rounds"]) for r in at], "-o", color=c, ms=3, label=fam)
+            top.plot(xs, [float(r["p90_rounds"]) for r in at], "--", color=c, lw=0.8)
+            work = [float(r.get("mean_conditionals") or r["mean_queries"]) for r in at]
+            bottom.plot(xs, work, "-o", color=c, ms=3, label=fam)
+        for ax in (top, bottom):
             ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
+            ax.set(yscale="log", xlabel="n")
             ax.grid(True, which="both", lw=0.3)
-            ax.set_xlabel("n")
-        axes[0, col].set_title(TARGETS.get(target, target), fontsize=9)
+        top.set_title(TARGETS.get(target, target), fontsize=9)
     axes[0, 0].set_ylabel("rounds (mean -, p90 --)")
     axes[1, 0].set_ylabel("conditionals computed (mean)")
     axes[0, 0].legend(fontsize=6)
@@ -477,11 +435,9 @@ def main(args):
     if args.overhead:
         path = args.csv or os.path.join(RESULTS, "overhead.csv")
         out = []
-        for n in args.sizes:
-            for config in args.overhead_configs:
-                row = measure_overhead(args.targets[0], n, config, args.draws)
-                print(row, flush=True)
-                out.append(row)
+        for n, config in itertools.product(args.sizes, args.overhead_configs):
+            out.append(measure_overhead(args.targets[0], n, config, args.draws))
+            print(out[-1], flush=True)
         # earlier rows are kept; columns added since they were written are left empty
         rows = read_csv(path) + out
         fields = list(out[0]) + [k for k in (rows[0] if rows else {}) if k not in out[0]]
@@ -489,6 +445,7 @@ def main(args):
         return out
 
     path = args.csv or os.path.join(RESULTS, "rounds_sweep.csv")
+    figure = args.figure or os.path.splitext(path)[0] + ".png"
     if args.report:
         rows = [
             r for r in read_csv(path) if int(r["n"]) in args.sizes and r["target"] in args.targets
@@ -496,7 +453,6 @@ def main(args):
         for n in args.sizes:
             print(compact_table(rows, n) + "\n")
         print(slopes(rows))
-        figure = args.figure or os.path.splitext(path)[0] + ".png"
         plot(rows, figure)
         print(f"\nfigure: {figure}")
         return rows
@@ -507,51 +463,35 @@ def main(args):
     configs = [f"{method}:k={k}" for method in ("assd", "block") for k in args.windows]
     configs += [DEFAULT] + ([PAPER, args.tuned] if args.paper else []) + args.extra
     commit = git_commit(dirty_of=PACKAGE)
-    tasks = []
+    pool = (args.draws_per_call, args.slots_per_draw, args.memory_budget)
     for n, target, config in itertools.product(args.sizes, args.targets, configs):
         if (target, n, config) in done and not args.force:
             continue
         method, knobs = parse_config(config)
         if method in ("assd", "block") and resolve_size(knobs["k"], n) > n:
             continue  # the same as k = n
-        tasks.append((target, n, config))
-    pool = (args.draws_per_call, args.slots_per_draw, args.memory_budget)
-    with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, FIELDS)
-        if not existing:
-            writer.writeheader()
-        for target, n, config in tasks:
-            row = measure_engine(target, n, config, args.draws, args.seed, *pool)
-            _emit(writer, f, row, commit)
+        row = measure_engine(target, n, config, args.draws, args.seed, pool) | {"commit": commit}
+        append_csv(path, row, FIELDS)
+        print(
+            f"{row['target']:>16} {row['n']:>6} {row['config']:<44} [{row['backend']}] rounds "
+            f"{row['mean_rounds']:>8} p90 {row['p90_rounds']:>7} queries {row['mean_queries']:>10} "
+            f"{row['seconds_per_draw']:>7}s/draw compile {row['compile_seconds']}s",
+            flush=True,
+        )
     every_size = [r for r in read_csv(path) if r["target"] in args.targets]
     rows = [r for r in every_size if int(r["n"]) in args.sizes]
-    print(table(rows))
-    print()
+    print(table(rows) + "\n")
     print(slopes(every_size))
-    figure = args.figure or os.path.splitext(path)[0] + ".png"
     plot(every_size, figure)  # every size in the CSV: a run of one size redraws the whole plot
     print(f"\nCSV: {path}\nfigure: {figure}")
     return rows
-
-
-def _emit(writer, f, row, commit):
-    row["commit"] = commit
-    writer.writerow(row)
-    f.flush()
-    print(
-        f"{row['target']:>16} {row['n']:>6} {row['config']:<44} [{row['backend']}] rounds "
-        f"{row['mean_rounds']:>8} p90 {row['p90_rounds']:>7} queries {row['mean_queries']:>10} "
-        f"{row['seconds_per_draw']:>7}s/draw compile {row['compile_seconds']}s",
-        flush=True,
-    )
 
 
 def parse_args(argv=None):
     parser = script_parser(__doc__)
     option = parser.add_argument
     option("--targets", nargs="*", default=list(TARGETS), help="any-order targets")
-    sizes = [64, 256, 1024, 4096, 16384]
-    option("--sizes", nargs="*", type=int, default=sizes, help="sizes n")
+    option("--sizes", nargs="*", type=int, default=[64, 256, 1024, 4096, 16384], help="sizes n")
     windows = "assd/block windows k (a suffix s means k * sqrt(n))"
     option("--windows", nargs="*", default=["16", "64", "256"], help=windows)
     option(

@@ -49,35 +49,18 @@ from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.engine import Capacity, run, sequential_run
 
 CASES = (
-    "cw-1024",
-    "cw-4096",
-    "cw-16384",
-    "potts-1024-q512",
-    "ising-1024",
-    "mlp-256",
-    "digits-1024",
-    "digits-4096",
-    "mixture-1024",
-    "mixture-4096",
-    "mixture-1024-s0.01",
-    "mixture-4096-s0.01",
-    "digits-1024-posterior",
-    "digits-4096-posterior",
-    "mixture-1024-posterior",
-    "mixture-4096-posterior",
-)
+    "cw-1024", "cw-4096", "cw-16384", "potts-1024-q512", "ising-1024", "mlp-256",
+    "digits-1024", "digits-4096", "mixture-1024", "mixture-4096",
+    "mixture-1024-s0.01", "mixture-4096-s0.01", "digits-1024-posterior", "digits-4096-posterior",
+    "mixture-1024-posterior", "mixture-4096-posterior",
+)  # fmt: skip
 
 
 def timed(function, repeats: int) -> tuple[float, np.ndarray, list]:
     """(seconds of the first call, compile included; seconds of each later call; their
-    outputs).
-
-    The later calls use ``repeats`` keys (``PRNGKey(1..repeats)``): an autospeculation
-    draw's cost varies with its key (its rounds and residual trials do), so seconds per draw
-    is a mean over draws, as the rounds and queries are, and its spread is reported too.
-    Each key is timed twice and its faster call kept: the draw is the same both times, so
-    the slower one measures only the machine's load.
-    """
+    outputs).  The later calls use ``repeats`` keys (``PRNGKey(1..repeats)``; a draw's cost
+    varies with its key), each timed twice and its faster call kept: the draw is the same both
+    times, so the slower one measures only the machine's load."""
     start = time.perf_counter()
     jax.block_until_ready(function(jax.random.PRNGKey(0)))
     first = time.perf_counter() - start
@@ -104,9 +87,7 @@ def per_draw(outputs: list, field: str) -> np.ndarray:
 
 def standard_error(values) -> float:
     """Standard error of the mean of ``values`` (0 for a single value): 16 keys give the mean
-    of a heavy-tailed cost to about a quarter of its spread, so the table prints it beside the
-    mean (16 keys of the random MLP once took 6.8 rounds on the mean where 512 draws take 9.0,
-    docs/benchmarks.md)."""
+    of a heavy-tailed cost to about a quarter of its spread, so the table prints it too."""
     values = np.asarray(values, float)
     return float(np.std(values, ddof=1) / np.sqrt(values.size)) if values.size > 1 else 0.0
 
@@ -145,24 +126,17 @@ def measure(case: str, draws: int, repeats: int, configs: list[str]) -> list[dic
     # compute the denoiser's Jacobian at every step, so it runs the frozen drift's process
     # (the same chain, the same law; its best path)
     chain = make_process(case.removesuffix("-posterior"))
-    sequential = measure_sampler(
-        lambda keys: sequential_run(chain, keys), draws, repeats, "sequential"
-    )
+    sequential = measure_sampler(lambda k: sequential_run(chain, k), draws, repeats, "sequential")
     rows = []
     for config in configs:
         engine_config = sampler_config(config, process.num_steps)
         # the knob ``lanes=k``: Capacity(max_transitions=k), slots advanced per pass
         lanes = parse_config(config)[1].get("lanes")
         capacity = Capacity(max_transitions=None if lanes is None else int(lanes))
-        row = {"case": case, "config": config, "draws": draws, "repeats": repeats}
-        row |= sequential
-        row |= measure_sampler(
-            lambda keys, c=engine_config, b=capacity: run(process, keys, c, b),
-            draws,
-            repeats,
-            "autospec",
-        )
-        row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        row = {"case": case, "config": config, "draws": draws, "repeats": repeats} | sequential
+        draw = lambda keys, c=engine_config, b=capacity: run(process, keys, c, b)
+        row |= measure_sampler(draw, draws, repeats, "autospec")
+        row["peak_rss_mb"] = peak_mb()
         row["speedup_one"] = row["sequential_s_per_draw"] / row["autospec_s_per_draw"]
         row["speedup_median"] = row["sequential_s_median"] / row["autospec_s_median"]
         row["speedup_many"] = row["autospec_draws_per_s"] / row["sequential_draws_per_s"]
@@ -170,35 +144,33 @@ def measure(case: str, draws: int, repeats: int, configs: list[str]) -> list[dic
     return rows
 
 
+def peak_mb() -> float:
+    """This process's peak RSS in MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def measure_memory(case: str) -> dict:
     """Peak RSS of one autospeculation draw of ``case``, in this (fresh) process."""
-
-    def peak_mb() -> float:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
     process = make_process(case)
     baseline = peak_mb()
     compiled = jax.jit(lambda key: run(process, key[None])).lower(jax.random.PRNGKey(0)).compile()
     after_compile = peak_mb()
     samples = jax.block_until_ready(compiled(jax.random.PRNGKey(0)))
     analysis = compiled.memory_analysis()
+    scratch = float("nan") if analysis is None else analysis.temp_size_in_bytes / 2**20
     return {
         "case": case,
         "baseline_rss_mb": baseline,
         "compiled_rss_mb": after_compile,
         "peak_rss_mb": peak_mb(),
-        "xla_temp_mb": analysis.temp_size_in_bytes / 2**20
-        if analysis is not None
-        else float("nan"),
+        "xla_temp_mb": scratch,
         "rounds": int(samples.rounds[0]),
     }
 
 
 def memory_table(rows: list[dict]) -> str:
-    header = (
-        "case | baseline RSS MB | after compile MB | peak RSS, one draw MB | XLA scratch MB "
-        "| rounds"
-    )
+    header = "case | baseline RSS MB | after compile MB | peak RSS, one draw MB | XLA scratch MB"
+    header += " | rounds"
     cells = (
         "{case} | {baseline_rss_mb:.0f} | {compiled_rss_mb:.0f} | {peak_rss_mb:.0f} "
         "| {xla_temp_mb:.0f} | {rounds}"
@@ -242,8 +214,7 @@ def plot(rows: list[dict], path: str) -> None:
         ax.bar(position + offset, [r[column] for r in rows], width, label=label)
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set_xticks(position, cases, rotation=30, ha="right")
-    ax.set_ylabel("sequential seconds / autospec seconds")
-    ax.set_yscale("log")
+    ax.set(ylabel="sequential seconds / autospec seconds", yscale="log")
     ticks = matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}x")
     ax.yaxis.set_major_formatter(ticks)
     ax.yaxis.set_minor_locator(matplotlib.ticker.LogLocator(subs=(2.0, 3.0, 5.0)))
@@ -255,12 +226,9 @@ def plot(rows: list[dict], path: str) -> None:
 
 def main(args: argparse.Namespace) -> None:
     if args.child:
-        found = (
-            [measure_memory(args.child)]
-            if args.memory
-            else measure(args.child, args.draws, args.repeats, args.configs)
-        )
-        print(json.dumps(found))
+        memory = lambda: [measure_memory(args.child)]
+        timing = lambda: measure(args.child, args.draws, args.repeats, args.configs)
+        print(json.dumps(memory() if args.memory else timing()))
         return
     format_table = memory_table if args.memory else table
     rows = []
@@ -274,27 +242,18 @@ def main(args: argparse.Namespace) -> None:
         rows += found
         for line in format_table(found).splitlines()[2:]:
             print(line, flush=True)
-    if not rows:
-        return
-    print()
-    print(format_table(rows))
-    name = "memory.csv" if args.memory else "seconds.csv"
-    write_csv(os.path.join(args.out, name), rows)
-    if args.memory:
-        return
-    plot(rows, os.path.join(args.out, "seconds.png"))
+    if rows:
+        print("\n" + format_table(rows))
+        write_csv(os.path.join(args.out, "memory.csv" if args.memory else "seconds.csv"), rows)
+        if not args.memory:
+            plot(rows, os.path.join(args.out, "seconds.png"))
 
 
 if __name__ == "__main__":
     parser = script_parser(__doc__)
     option = parser.add_argument
-    option(
-        "--cases",
-        nargs="+",
-        default=list(CASES),
-        choices=CASES,
-        help="cases, each run in its own process",
-    )
+    cases = "cases, each run in its own process"
+    option("--cases", nargs="+", default=list(CASES), choices=CASES, help=cases)
     configs = (
         "engine configs in benchmarks/rounds.py's notation ('autospec:' is the default, "
         "'autospec:window_growth=2,leaf=2' changes two knobs, 'autospec:lanes=4' advances "

@@ -27,9 +27,7 @@ class PottsCountOracle(AnyOrderOracle):
     two ways to count every row's prefix, chosen from the static sizes: one ``segment_sum`` per
     row, :math:`O(L(n + q))`, or one cumulative sum of one-hot rows along the order,
     :math:`O(nq)` for the whole block.  A single row (a sequential step, a leaf) thus costs what
-    the set form costs; before, every call paid the cumulative sum, and the sequential chain
-    took 3.34 s per draw instead of 0.052 s at ``n = 1024, q = 512`` (``seconds.py``, same day;
-    docs/benchmarks.md, "Seconds against sequential sampling")."""
+    the set form costs (docs/benchmarks.md, "Seconds against sequential sampling")."""
 
     scores_blocks = True
     #: rows cost O(n + q) each up to about n q / (n + q) rows, then O(n q) in all

@@ -22,12 +22,11 @@ Step :math:`k` has converged when :math:`\lVert y^{(i+1)}_{k+1} - y^{(i)}_{k+1} 
 :math:`h_k`).  The window then slides past the leading converged steps and one more (whose
 inputs had all converged), at least one step per iteration; new points start at the last
 value of the window.  The noise :math:`\xi_k` is that of the sequential sampler
-(:mod:`numpyro_autospec.engine._sequential`: step :math:`k` draws ``normal(fold_in(fold_in(k_run,
-0),
-k), (d,))``), so the two are coupled draw for draw: at ``tolerance = 0`` a step is accepted
-only once it is a fixed point in floating point and the output equals the sequential Euler
-chain's up to float rounding (the sums are taken in a different order); a positive tolerance
-trades rounds for a bias that :func:`picard_run` against
+(:mod:`numpyro_autospec.engine._sequential`: step :math:`k` draws
+``normal(fold_in(fold_in(k_run, 0), k), (d,))``), so the two are coupled draw for draw: at
+``tolerance = 0`` a step is accepted only once it is a fixed point in floating point and the
+output equals the sequential Euler chain's up to float rounding (the sums are taken in a
+different order); a positive tolerance trades rounds for a bias that :func:`picard_run` against
 :func:`~numpyro_autospec.engine.sequential_run` with the same keys measures directly.
 
 Costs: ``rounds`` = iterations + 1 (the final denoising :math:`f(t_N, y_N)`), ``queries`` =
