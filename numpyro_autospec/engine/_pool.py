@@ -211,7 +211,7 @@ def _written(base: Array | None, view: NamedTuple, written: list[bool]) -> Array
 
 def unpack(cls, array: Array):
     """The column view ``cls`` of a packed array."""
-    return cls(*(array[..., index] for index in range(len(cls._fields))))
+    return cls(*jnp.unstack(array, axis=-1))
 
 
 def choose(condition, new, old):
