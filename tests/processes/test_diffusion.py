@@ -33,6 +33,7 @@ density with variance 2h, is subtler (it shifts the central cell from 0.26 to 0.
 rejected at p ~ 1e-7 with 600 draws, too slow to run here.
 """
 
+import copy
 import importlib.util
 
 import jax
@@ -525,8 +526,36 @@ def test_stated_density_check_catches_a_sampler_that_leaves_noise_out(monkeypatc
     assert covariance_error > 0.3
 
 
+#: the broken one-step sampler's step variance, as a multiple of the right one
+ONE_STEP_VARIANCE_ERROR = 1.2
+
+
+def one_step_draws(process, sampling_process, num_draws=10_000):
+    """Draws of step ``k = 5`` of a random path, by a speculation of one step and by a target
+    step of ``sampling_process``, standardized by the exact law ``N(y_k + h f, h I)`` of
+    ``process``."""
+    x, k = random_path(7), 5
+    drift = process.query(x, k)
+    keys = jax.random.split(jax.random.PRNGKey(8), num_draws)
+    by_spec = jax.vmap(lambda key: sampling_process.spec_sample(key, x, k, 1, drift).path[k + 1])(
+        keys
+    )
+    by_target = jax.vmap(lambda key: sampling_process.target_sample(key, x, k, drift).path[k + 1])(
+        keys
+    )
+    h = float(process.step_sizes[k])
+    mean = np.asarray(x.path[k] + h * drift)
+    return [(np.asarray(draws) - mean) / np.sqrt(h) for draws in (by_spec, by_target)]
+
+
+def one_step_p_value(standardized) -> float:
+    """Both coordinates N(0, 1): one-sample KS against the exact law, Bonferroni over the two."""
+    return min(1.0, 2 * min(stats.kstest(standardized[:, j], "norm").pvalue for j in range(2)))
+
+
 def test_speculation_of_one_step_is_a_target_step():
-    """nu_[k, k+1) = mu(step k | prefix): equal densities everywhere, and the same law."""
+    """nu_[k, k+1) = mu(step k | prefix): equal densities everywhere, and the same law (10 000
+    draws of each; a step variance 1.2x the right one is rejected, see the next test)."""
     process = CLOUD_PROCESS
     for seed, k in [(4, 0), (5, 3), (6, NUM_STEPS - 1)]:
         x = random_path(seed)
@@ -534,18 +563,20 @@ def test_speculation_of_one_step_is_a_target_step():
         np.testing.assert_allclose(
             process.spec_logp(x, k, 1, drift), process.target_logp(x, k, drift), rtol=1e-6
         )
-    x, k = random_path(7), 5
-    drift = process.query(x, k)
-    keys = jax.random.split(jax.random.PRNGKey(8), 10_000)
-    by_spec = jax.vmap(lambda key: process.spec_sample(key, x, k, 1, drift).path[k + 1])(keys)
-    by_target = jax.vmap(lambda key: process.target_sample(key, x, k, drift).path[k + 1])(keys)
-    h = float(process.step_sizes[k])
-    for draws in (by_spec, by_target):
-        standardized = (np.asarray(draws) - np.asarray(x.path[k] + h * drift)) / np.sqrt(h)
-        # both coordinates N(0, 1): KS against the exact law, Bonferroni over the two
-        p_values = [stats.kstest(standardized[:, j], "norm").pvalue for j in range(2)]
-        assert 2 * min(p_values) > THRESHOLD, p_values
+    by_spec, by_target = one_step_draws(process, process)
+    for standardized in (by_spec, by_target):
+        assert one_step_p_value(standardized) > THRESHOLD
     assert_projections_agree(by_spec, by_target, np.eye(2), threshold=THRESHOLD)
+
+
+def test_one_step_law_check_rejects_a_step_with_the_wrong_variance():
+    """The same check on both samplers of a process whose steps carry
+    ``ONE_STEP_VARIANCE_ERROR`` times the variance (measured: p 5.8e-8 and 2.4e-7, against
+    the right law's 1.0 and 0.49; a variance 1.1x gives only about 2e-3)."""
+    broken = copy.copy(CLOUD_PROCESS)
+    broken._sqrt_step_sizes = CLOUD_PROCESS._sqrt_step_sizes * np.sqrt(ONE_STEP_VARIANCE_ERROR)
+    for standardized in one_step_draws(CLOUD_PROCESS, broken):
+        assert one_step_p_value(standardized) < THRESHOLD
 
 
 def test_methods_under_jit_and_vmap_with_traced_indices():
