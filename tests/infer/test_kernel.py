@@ -7,7 +7,9 @@ engine equals the reference in tests/engine), and by
 chi-square goodness of fit of >= 20 000 draws taken through ``MCMC`` against the exact table
 and the exact infilling conditional (p > 1e-4, fixed seeds).  The kernel with a broken engine
 (a verifier that keeps every drafted site, residual trials accepted unconditionally) is
-rejected by the same chi-square.
+rejected by the same chi-squares, on the table and on the infilling conditional; a sequential
+sampler drawing from tempered conditionals is rejected by the z-test of the oracle that closes
+over a latent parameter.
 """
 
 import os
@@ -34,9 +36,9 @@ from numpyro_autospec.errors import UnsupportedModelError
 from numpyro_autospec.infer import draw_model, inspect_model
 from numpyro_autospec.oracles import CurieWeissOracle
 from numpyro_autospec.processes import AnyOrderProcess
-from tests.engine.broken import accept_every_residual, keep_every_site
+from tests.engine.broken import accept_every_residual, keep_every_site, tempered_target_sample
 from tests.fresh_process import run_python, user_environment
-from tests.gof import assert_gof, chisquare_gof, encode_configurations
+from tests.gof import assert_gof, chisquare_gof, encode_configurations, mean_z_test
 from tests.tables import random_table
 
 N, Q = 4, 3
@@ -217,19 +219,30 @@ BROKEN = {
 @pytest.mark.parametrize("name", sorted(BROKEN))
 def test_a_wrong_sampler_fails_the_same_test(monkeypatch, name):
     """``AutospecKernel`` with a broken engine (:data:`BROKEN`, traced into a fresh MCMC
-    program): a plate of 4 000 draws of the table is rejected (p <= 1e-4) by the chi-square
-    of :func:`test_exact_through_mcmc_on_a_table_and_infilling`."""
+    program), on the sites of :func:`test_exact_through_mcmc_on_a_table_and_infilling` (the
+    table, and the infilling target with sites 1 and 3 pinned) in one model: a plate of 4 000
+    draws of each is rejected (p <= 1e-4) by that test's chi-square against the table and
+    against the infilling conditional; the pinned entries are still kept.  Measured: autospec
+    (keep every drafted site) p = 0 on both (statistics 26 626 on 67 dof and 3 026 on 8);
+    paper (every residual trial accepted) p = 8e-61 (table) and 7e-32 (infilling)."""
     config, breaks = BROKEN[name]
     breaks(monkeypatch)
 
     def model():
         with numpyro.plate("draws", 4_000):
             numpyro.sample("x", AnyOrderAR(TABLE, N, Q))
+            numpyro.sample("infill", AnyOrderAR(TABLE, N, Q, observed=OBSERVED, observed_mask=MASK))
 
     mcmc = run_mcmc(AutospecKernel(model, config=config), 1, seed=2)
-    x = np.asarray(mcmc.get_samples()["x"]).reshape(-1, N)
-    result = chisquare_gof(encode_configurations(x, Q), np.exp(TABLE.log_probs).ravel())
-    assert result.p_value <= 1e-4, result
+    samples = {k: np.asarray(v).reshape(-1, N) for k, v in mcmc.get_samples().items()}
+    assert (samples["infill"][:, MASK] == OBSERVED[MASK]).all()
+    laws = {
+        "x": np.exp(TABLE.log_probs).ravel(),
+        "infill": np.exp(TABLE.conditional_log_probs(OBSERVED, MASK)).ravel(),
+    }
+    for site, law in laws.items():
+        result = chisquare_gof(encode_configurations(samples[site], Q), law)
+        assert result.p_value <= 1e-4, (site, result)
 
 
 def test_stochastic_localization_site_draws_are_the_reference_draws():
@@ -284,32 +297,69 @@ def test_chain_methods_and_sequential_method(chain_method):
     assert (extra["rounds"] == 10).all() and (extra["queries"] == 10).all()
 
 
-def test_plain_function_oracle_with_latent_parameters():
-    """The oracle closes over an earlier latent site; the process is rebuilt inside each draw.
-    Given theta, the sites are iid Bernoulli(sigmoid(theta)): the residual of the site mean
-    has mean 0 and variance p(1 - p)/n (z-test over 2 x 150 draws)."""
-    n = 6
+#: the number of sites of :func:`latent_parameter_model`
+LATENT_N = 6
 
-    def model():
-        theta = numpyro.sample("theta", dist.Normal(0.0, 1.5))
 
-        def oracle(x, mask):
-            row = jnp.stack([jax.nn.log_sigmoid(-theta), jax.nn.log_sigmoid(theta)])
-            return jnp.broadcast_to(row, (n, 2))
+def latent_parameter_model():
+    """theta ~ Normal(0, 1.5), then ``LATENT_N`` sites whose plain function oracle closes over
+    theta: given theta they are iid Bernoulli(sigmoid(theta))."""
+    theta = numpyro.sample("theta", dist.Normal(0.0, 1.5))
 
-        numpyro.sample("x", AnyOrderAR(oracle, num_positions=n, num_categories=2))
+    def oracle(x, mask):
+        row = jnp.stack([jax.nn.log_sigmoid(-theta), jax.nn.log_sigmoid(theta)])
+        return jnp.broadcast_to(row, (LATENT_N, 2))
 
-    assert inspect_model(model).oracle_parents == {"x": ("theta",)}
+    numpyro.sample("x", AnyOrderAR(oracle, num_positions=LATENT_N, num_categories=2))
+
+
+def latent_parameter_residuals(samples):
+    """``[D, 2]``: per draw, the standardized residual of the site mean given theta,
+    ``z = (mean(x) - p) / sqrt(p (1 - p) / n)`` with ``p = sigmoid(theta)``, and ``sign(theta)
+    z``.  Given theta both have mean 0 and variance 1 exactly (the draws are iid: each MCMC
+    iteration draws theta and x afresh).  The first is blind to an error symmetric in theta
+    (sites pulled towards or away from 1/2, or drawn with another draw's theta: the biases of
+    theta and -theta cancel); the second sees it."""
+    theta = np.asarray(samples["theta"], np.float64)
+    p = 1.0 / (1.0 + np.exp(-theta))
+    z = (np.asarray(samples["x"], np.float64).mean(-1) - p) / np.sqrt(p * (1 - p) / LATENT_N)
+    return np.stack([z, np.sign(theta) * z], axis=-1)
+
+
+def run_latent_parameter_model():
     # the oracle differs between chains, so vectorized chains vmap the per-chain step; the
     # sequential sampler keeps this test cheap (the plumbing does not depend on the method,
     # and the engine under jit and vmap is tested in tests/engine/test_scheduler.py)
-    kernel = AutospecKernel(model, method="sequential")
-    mcmc = run_mcmc(kernel, 150, num_chains=2, chain_method="vectorized")
-    samples = mcmc.get_samples()
-    p = jax.nn.sigmoid(samples["theta"])
-    z = (samples["x"].mean(-1) - p) / jnp.sqrt(p * (1 - p) / n)
-    assert abs(float(z.mean()) * np.sqrt(300)) < 4
+    kernel = AutospecKernel(latent_parameter_model, method="sequential")
+    return run_mcmc(kernel, 150, num_chains=2, chain_method="vectorized").get_samples()
+
+
+def test_plain_function_oracle_with_latent_parameters():
+    """The oracle closes over an earlier latent site; the process is rebuilt inside each draw.
+    A z-test (:func:`tests.gof.mean_z_test`, p > 1e-4, Bonferroni over 2 coordinates: |z| <
+    4.06) of the residuals of :func:`latent_parameter_residuals` over 2 x 150 draws (measured
+    z = -0.06 and -0.73, p = 0.92).  Power: a bias of delta in every site's probability of 1
+    given theta, towards 1 (first coordinate) or away from 1/2 (second), shifts each residual
+    by delta / sqrt(p (1 - p) / 6) >= 2 sqrt(6) delta, so the z-score by >= 84.9 delta; power
+    0.99 needs 84.9 delta >= 4.06 + 2.33, caught from delta = 0.075."""
+    assert inspect_model(latent_parameter_model).oracle_parents == {"x": ("theta",)}
+    samples = run_latent_parameter_model()
+    mean_z_test(latent_parameter_residuals(samples), 0.0)
     assert float(jnp.corrcoef(samples["theta"], samples["x"].mean(-1))[0, 1]) > 0.5
+
+
+def test_a_tempered_sampler_fails_the_latent_parameter_z_test(monkeypatch):
+    """The run of :func:`test_plain_function_oracle_with_latent_parameters` with every site
+    drawn from its conditional squared and renormalized (``tempered_target_sample``, traced
+    into a fresh MCMC program): the sites are pushed away from 1/2, and the same z-test
+    rejects it, on the sign-weighted residual (measured z = +12.6, p = 6e-36; the plain
+    residual, z = -0.53, and the correlation with theta do not see it)."""
+    monkeypatch.setattr(AnyOrderProcess, "target_sample", tempered_target_sample)
+    residuals = latent_parameter_residuals(run_latent_parameter_model())
+    with pytest.raises(AssertionError, match=r"mean z-test failed.* worst coordinate 1: "):
+        mean_z_test(residuals, 0.0)
+    signed = residuals[:, 1]
+    assert signed.mean() / (signed.std(ddof=1) / np.sqrt(signed.size)) > 8
 
 
 def test_forward_sampled_sites_observations_without_latent_parents_and_obs_oracle_sites():
