@@ -24,7 +24,7 @@ from numpyro_autospec.oracles import (
     PerturbedOracle,
 )
 from numpyro_autospec.processes import AnyOrderProcess
-from tests.engine.broken import keep_every_site, tempered_target_sample
+from tests.engine.broken import accept_every_residual, keep_every_site, tempered_target_sample
 from tests.engine.programs import compiled_run, draws_in_calls
 from tests.gof import assert_gof, chisquare_gof, encode_configurations, mean_z_test
 from tests.tables import probabilities_of, random_table
@@ -201,14 +201,33 @@ def test_exact_for_inconsistent_oracle_and_infilling(name):
     assert_gof(encode_configurations(value, Q), expected, threshold=1e-4, catches=(0.010, 0.05))
 
 
+#: a broken piece of each infilling law's path (traced into a compilation of its own) and the
+#: draws that reject it (measured p on the same keys, the right sampler's in parentheses): the
+#: fallback's block verification keeping every drafted site, 4 000 draws: statistic 723 on 25
+#: dof, p = 2.4e-136 (0.018); the paper's residual trials accepted unconditionally, 1 000
+#: draws: statistic 155 on 21 dof, p = 1.6e-22 (0.36)
+BROKEN_INFILLING = {
+    "autospec-fallback": (
+        lambda patch: patch.setitem(verification.VERIFIERS, "block", keep_every_site),
+        4_000,
+    ),
+    "paper": (
+        lambda patch: patch.setattr(tasks, "residual_log_accept_prob", accept_every_residual),
+        1_000,
+    ),
+}
+
+
 @pytest.mark.slow
-def test_wrong_sampler_with_infilling_is_caught(monkeypatch):
+@pytest.mark.parametrize("name", sorted(BROKEN_INFILLING))
+def test_wrong_sampler_with_infilling_is_caught(monkeypatch, name):
     """The chi-square of :func:`test_exact_for_inconsistent_oracle_and_infilling` rejects the
-    same process with its block verification keeping every drafted site, 4 000 draws in a
-    compilation of their own."""
-    monkeypatch.setitem(verification.VERIFIERS, "block", keep_every_site)
+    same process and config with one broken piece (:data:`BROKEN_INFILLING`), in a
+    compilation of its own."""
+    breaks, num_draws = BROKEN_INFILLING[name]
+    breaks(monkeypatch)
     value, _, _ = engine_draws(
-        INFILLING, jax.random.PRNGKey(15), 4_000, CONFIGS["autospec-fallback"], share=False
+        INFILLING, jax.random.PRNGKey(15), num_draws, CONFIGS[name], share=False
     )
     expected = probabilities_of(INCONSISTENT.sequential_log_probs(ORDER, OBSERVED, MASK))
     result = chisquare_gof(encode_configurations(value, Q), expected)
@@ -326,29 +345,56 @@ def test_ising_chain_statistics():
     mean_z_test(statistics, expected, threshold=1e-4)
 
 
-#: a broken piece of each path through the engine, and the config that runs it: the default
-#: root's block verification, block verification with a fixed block, ASSD's token
+#: a broken piece of each path through the engine, for every config of
+#: :func:`test_exact_on_random_table`, and the draws that reject it: the roots' block
+#: verification (autospec, its adaptive and fallback variants, a fixed block), ASSD's token
 #: verification, the paper's residual trials (accepted unconditionally: the law becomes
-#: min(mu, nu) + TV mu)
+#: min(mu, nu) + TV mu), sequential sampling's steps.  Measured (statistic on dof, p; the right
+#: sampler's p on the same keys where given): autospec and block 50 361 on 68, p = 0; assd
+#: 2 129 on 68, p = 0; paper 1 029 on 68, p = 1.3e-171; sequential 2 401 on 68, p = 0 (8 000
+#: draws each); autospec-adaptive 250 on 59, p = 2.2e-25 (right: 0.65); autospec-fallback 700
+#: on 51, p = 6.5e-115 (right: 0.98; its residual trials accepted unconditionally leave these
+#: draws unchanged, so its windows' verification is the piece); paper-block2 277 on 75,
+#: p = 7.0e-25 (right: 0.86; blocks of 2 steps have a small TV: p = 7e-8 at 8 000 draws)
 BROKEN = {
-    "autospec": lambda patch: patch.setitem(verification.VERIFIERS, "block", keep_every_site),
-    "block": lambda patch: patch.setitem(verification.VERIFIERS, "block", keep_every_site),
-    "assd": lambda patch: patch.setitem(verification.VERIFIERS, "token", keep_every_site),
-    "paper": lambda patch: patch.setattr(
-        tasks, "residual_log_accept_prob", lambda log_mu, log_nu: 0.0 * log_mu
+    "autospec": (
+        lambda patch: patch.setitem(verification.VERIFIERS, "block", keep_every_site),
+        8_000,
     ),
-    "sequential": lambda patch: patch.setattr(
-        AnyOrderProcess, "target_sample", tempered_target_sample
+    "autospec-adaptive": (
+        lambda patch: patch.setitem(verification.VERIFIERS, "block", keep_every_site),
+        2_000,
+    ),
+    "autospec-fallback": (
+        lambda patch: patch.setitem(verification.VERIFIERS, "block", keep_every_site),
+        1_000,
+    ),
+    "block": (lambda patch: patch.setitem(verification.VERIFIERS, "block", keep_every_site), 8_000),
+    "assd": (lambda patch: patch.setitem(verification.VERIFIERS, "token", keep_every_site), 8_000),
+    "paper": (
+        lambda patch: patch.setattr(tasks, "residual_log_accept_prob", accept_every_residual),
+        8_000,
+    ),
+    "paper-block2": (
+        lambda patch: patch.setattr(tasks, "residual_log_accept_prob", accept_every_residual),
+        24_000,
+    ),
+    "sequential": (
+        lambda patch: patch.setattr(AnyOrderProcess, "target_sample", tempered_target_sample),
+        8_000,
     ),
 }
 
 
 @pytest.mark.parametrize("name", sorted(BROKEN))
 def test_wrong_sampler_is_caught(monkeypatch, name):
-    """The chi-square of :func:`test_exact_on_random_table` rejects the engine with one broken
-    piece (:data:`BROKEN`, traced into a compilation of its own) at 8 000 draws."""
-    BROKEN[name](monkeypatch)
-    codes, law = table_cells(2, jax.random.PRNGKey(13), 8_000, CONFIGS[name], share=False)
+    """The chi-square of :func:`test_exact_on_random_table` rejects each of its configs with
+    one broken piece (:data:`BROKEN`, traced into a compilation of its own), on the first
+    keys of its run."""
+    assert set(BROKEN) == set(CONFIGS)  # every config's exactness claim has a wrong sampler
+    breaks, num_draws = BROKEN[name]
+    breaks(monkeypatch)
+    codes, law = table_cells(2, jax.random.PRNGKey(13), num_draws, CONFIGS[name], share=False)
     result = chisquare_gof(codes, law)
     assert result.p_value <= 1e-4, result
 
