@@ -220,9 +220,9 @@ def test_sample_moments(
     assert_means_within(centered[:, :, None] * centered[:, None, :], exact_covariance)
 
 
-def test_sample_one_dimensional_kolmogorov_smirnov() -> None:
-    """One-sample KS against the mixture's CDF, p > 1e-4: 5 000 draws reject a CDF distance
-    above 0.031 (the critical distance at 1e-4, ``scipy.stats.kstwo``)."""
+def one_dimensional_kolmogorov_smirnov_p_value() -> float:
+    """One-sample KS of 5 000 draws of a two-component 1-D mixture against its CDF: it rejects
+    (p <= 1e-4) a CDF distance above 0.031 (the critical distance, ``scipy.stats.kstwo``)."""
     weights, means, scales = np.array([0.2, 0.8]), np.array([-2.0, 1.0]), np.array([0.5, 1.5])
     denoiser = GaussianMixtureDenoiser(weights, means[:, None], (scales**2)[:, None, None])
     samples = np.asarray(denoiser.sample(jax.random.key(11), 5_000))[:, 0]
@@ -230,7 +230,27 @@ def test_sample_one_dimensional_kolmogorov_smirnov() -> None:
     def mixture_cdf(values: np.ndarray) -> np.ndarray:
         return np.sum(weights * stats.norm.cdf(values[:, None], loc=means, scale=scales), axis=1)
 
-    assert stats.kstest(samples, mixture_cdf).pvalue > 1e-4
+    return stats.kstest(samples, mixture_cdf).pvalue
+
+
+def test_sample_one_dimensional_kolmogorov_smirnov() -> None:
+    assert one_dimensional_kolmogorov_smirnov_p_value() > 1e-4
+
+
+def test_the_same_check_rejects_weights_passed_as_logits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``sample`` that draws the component from the weights taken as logits (softmax of
+    (0.2, 0.8): 0.35 and 0.65) fails the same KS check."""
+    categorical = jax.random.categorical
+    monkeypatch.setattr(
+        jax.random,
+        "categorical",
+        lambda key, logits, **options: categorical(key, jnp.exp(logits), **options),
+    )
+    jax.clear_caches()  # the jitted sample traced afresh with the broken draw, and dropped after
+    try:
+        assert one_dimensional_kolmogorov_smirnov_p_value() <= 1e-4
+    finally:
+        jax.clear_caches()
 
 
 def test_log_prob_matches_scipy(

@@ -135,9 +135,7 @@ def test_nearest_matches_numpy(denoiser: PointCloudDenoiser, points: np.ndarray)
     np.testing.assert_array_equal(jax.vmap(denoiser.nearest)(points), np.arange(NUM_POINTS))
 
 
-def test_sample_is_uniform_over_the_points(
-    denoiser: PointCloudDenoiser, points: np.ndarray
-) -> None:
+def check_uniform_over_the_points(denoiser: PointCloudDenoiser, points: np.ndarray) -> None:
     """Chi-square over the points, p > 1e-4; 16 000 draws catch an absolute error of 0.02 in
     a point's probability 1/7 at power 0.99 (``catches``)."""
     num_samples = 16_000
@@ -147,6 +145,29 @@ def test_sample_is_uniform_over_the_points(
     np.testing.assert_array_equal(samples, points.astype(np.float32)[indices])
     uniform = np.full(NUM_POINTS, 1.0 / NUM_POINTS)
     assert_gof(indices, uniform, label="point cloud", catches=(0.02, 1.0 / NUM_POINTS))
+
+
+def test_sample_is_uniform_over_the_points(
+    denoiser: PointCloudDenoiser, points: np.ndarray
+) -> None:
+    check_uniform_over_the_points(denoiser, points)
+
+
+def test_the_same_check_rejects_an_off_by_one_index_draw(
+    monkeypatch: pytest.MonkeyPatch, denoiser: PointCloudDenoiser, points: np.ndarray
+) -> None:
+    """A ``sample`` whose index draw stops one point short (``randint(..., num_points - 1)``)
+    fails the same check."""
+    randint = jax.random.randint
+    monkeypatch.setattr(
+        jax.random, "randint", lambda key, shape, low, high: randint(key, shape, low, high - 1)
+    )
+    jax.clear_caches()  # the jitted sample traced afresh with the broken draw, and dropped after
+    try:
+        with pytest.raises(AssertionError, match="chi-square goodness of fit failed"):
+            check_uniform_over_the_points(denoiser, points)
+    finally:
+        jax.clear_caches()
 
 
 def test_labels_are_carried(points: np.ndarray) -> None:

@@ -103,7 +103,9 @@ def test_warmup_moves_off_the_default_window_on_a_product_law(tuned_run):
 def test_draws_after_tuned_warmup_are_exact(tuned_run):
     _, draws, _ = tuned_run
     codes = encode_configurations(draws[:, :CHECKED_SITES], 2)
-    assert_gof(codes, exact_joint_of_checked_sites())
+    # power 0.99 against an absolute error of 0.014 in a cell of probability 0.05 over the
+    # 31 cells left after pooling (power_draws: 18 976 of the 20 000 draws)
+    assert_gof(codes, exact_joint_of_checked_sites(), catches=(0.014, 0.05))
 
 
 def test_the_same_check_rejects_a_broken_speculation_after_tuned_warmup(monkeypatch):
