@@ -2,7 +2,9 @@
 same code path as an exactness test and assert that the same statistic rejects it.
 
 Nothing here is a test.  Patch a piece in with ``monkeypatch`` (it is read when the engine is
-traced, so the run needs a compilation of its own, not a cached program):
+traced, so the run needs a compilation of its own, not a cached program); the four most used
+patches are functions of the ``monkeypatch`` fixture (:func:`break_block_verification`,
+:func:`break_token_verification`, :func:`break_residual_trials`, :func:`break_target_steps`):
 
 * ``monkeypatch.setitem(verification.VERIFIERS, "block", keep_every_site)`` (or ``"token"``):
   verification that keeps the whole draft, the speculation never corrected;
@@ -31,6 +33,7 @@ import jax
 import jax.numpy as jnp
 
 import numpyro_autospec._core.verification as verification
+import numpyro_autospec.engine._tasks as _tasks
 from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess
 
 #: the original, before a test patches :func:`tempered_spec_sample` in
@@ -64,6 +67,26 @@ def tempered_spec_sample(process, key, x, a, m, answer):
     ``answer`` squared and renormalized (log-probabilities doubled); the verifier still reads
     the rows themselves."""
     return _spec_sample(process, key, x, a, m, jax.nn.log_softmax(2.0 * answer, axis=-1))
+
+
+def break_block_verification(patch) -> None:
+    """Patch :func:`keep_every_site` in as the block verifier (the roots' windows)."""
+    patch.setitem(verification.VERIFIERS, "block", keep_every_site)
+
+
+def break_token_verification(patch) -> None:
+    """Patch :func:`keep_every_site` in as the token verifier (ASSD's windows)."""
+    patch.setitem(verification.VERIFIERS, "token", keep_every_site)
+
+
+def break_residual_trials(patch) -> None:
+    """Patch :func:`accept_every_residual` in as the paper's residual acceptance rule."""
+    patch.setattr(_tasks, "residual_log_accept_prob", accept_every_residual)
+
+
+def break_target_steps(patch) -> None:
+    """Patch :func:`tempered_target_sample` in as ``AnyOrderProcess.target_sample``."""
+    patch.setattr(AnyOrderProcess, "target_sample", tempered_target_sample)
 
 
 def identity_permutation(key, x, *args, **kwargs):

@@ -23,8 +23,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import numpyro_autospec._core.verification as verification
-import numpyro_autospec.engine._tasks as tasks
 from numpyro_autospec import reference
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import run
@@ -38,7 +36,11 @@ from numpyro_autospec.oracles import (
 )
 from numpyro_autospec.oracles._base import marginal_conditionals
 from numpyro_autospec.processes import AnyOrderProcess
-from tests.engine.broken import accept_every_residual, keep_every_site
+from tests.engine.broken import (
+    break_block_verification,
+    break_residual_trials,
+    break_token_verification,
+)
 from tests.engine.programs import draws_in_calls
 from tests.gof import assert_gof, chisquare_gof, encode_configurations
 from tests.tables import random_table
@@ -265,7 +267,7 @@ BROKEN_BLOCK_PATHS = {
     "table-block-verification": lambda: (
         AnyOrderProcess(BlockTable(random_table(1).log_probs), N, Q),
         CONFIGS["autospec"],
-        lambda patch: patch.setitem(verification.VERIFIERS, "block", keep_every_site),
+        break_block_verification,
         np.exp(random_table(1).log_probs).ravel(),
         4_000,
     ),
@@ -273,7 +275,7 @@ BROKEN_BLOCK_PATHS = {
     "assd-token-verification": lambda: (
         AnyOrderProcess(BlockTable(random_table(0).log_probs), N, Q),
         CONFIGS["assd"],
-        lambda patch: patch.setitem(verification.VERIFIERS, "token", keep_every_site),
+        break_token_verification,
         np.exp(random_table(0).log_probs).ravel(),
         4_000,
     ),
@@ -281,7 +283,7 @@ BROKEN_BLOCK_PATHS = {
     "order-dependent-block-verification": lambda: (
         AnyOrderProcess(LastSiteTilted(random_table(3), tilt=1.5), N, Q),
         CONFIGS["autospec"],
-        lambda patch: patch.setitem(verification.VERIFIERS, "block", keep_every_site),
+        break_block_verification,
         random_order_law(LastSiteTilted(random_table(3), tilt=1.5)),
         4_000,
     ),
@@ -296,7 +298,7 @@ BROKEN_BLOCK_PATHS = {
             observed_mask=PINNED_MASK,
         ),
         CONFIGS["autospec"],
-        lambda patch: patch.setitem(verification.VERIFIERS, "block", keep_every_site),
+        break_block_verification,
         random_order_law(LastSiteTilted(random_table(3), tilt=1.5), PINNED_VALUES, PINNED_MASK),
         1_000,
     ),
@@ -311,7 +313,7 @@ BROKEN_BLOCK_PATHS = {
             order=ORDER,
         ),
         CONFIGS["paper"],
-        lambda patch: patch.setattr(tasks, "residual_log_accept_prob", accept_every_residual),
+        break_residual_trials,
         np.exp(
             BlockPerturbed(random_table(2), 0.5, jax.random.PRNGKey(5)).sequential_log_probs(
                 ORDER, OBSERVED, MASK

@@ -18,12 +18,11 @@ import numpy as np
 import pytest
 from jax.extend.random import threefry_2x32
 
-import numpyro_autospec._core.verification as verification
 from numpyro_autospec.engine import Capacity, run
 from numpyro_autospec.engine import _keys as engine_keys_module
 from numpyro_autospec.engine._keys import STRAIGHT_THREEFRY, engine_keys
 from numpyro_autospec.processes import AnyOrderProcess
-from tests.engine.broken import keep_every_site
+from tests.engine.broken import break_block_verification
 from tests.engine.programs import draws_in_calls
 from tests.gof import assert_gof, chisquare_gof, encode_configurations
 from tests.tables import probabilities_of, random_table
@@ -159,7 +158,7 @@ def test_a_wrong_sampler_with_keys_used_as_given_is_caught(monkeypatch, kind):
     keys: 500 draws (one call) in a compilation of their own (measured: non-partitionable
     threefry, statistic 307 on 6 dof, p = 2.5e-63; ``rbg``, statistic 447 on 6 dof,
     p = 2.3e-93; the right sampler on the same keys: p = 0.67 and 0.63)."""
-    monkeypatch.setitem(verification.VERIFIERS, "block", keep_every_site)
+    break_block_verification(monkeypatch)
     codes = draws_with_keys_as_given(kind, 500)
     result = chisquare_gof(codes, probabilities_of(TABLE.log_probs))
     assert result.p_value <= 1e-4, result

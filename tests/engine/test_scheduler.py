@@ -13,8 +13,6 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import numpyro_autospec._core.verification as verification
-import numpyro_autospec.engine._tasks as tasks
 from numpyro_autospec import reference
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import Capacity, run
@@ -24,7 +22,12 @@ from numpyro_autospec.oracles import (
     PerturbedOracle,
 )
 from numpyro_autospec.processes import AnyOrderProcess
-from tests.engine.broken import accept_every_residual, keep_every_site, tempered_target_sample
+from tests.engine.broken import (
+    break_block_verification,
+    break_residual_trials,
+    break_target_steps,
+    break_token_verification,
+)
 from tests.engine.programs import compiled_run, draws_in_calls
 from tests.gof import assert_gof, chisquare_gof, encode_configurations, mean_z_test
 from tests.tables import probabilities_of, random_table
@@ -150,7 +153,7 @@ def test_wrong_sampler_with_a_starved_pool_is_caught(monkeypatch):
     with its block verification keeping every drafted site, 2 000 draws in a compilation of
     their own (measured: statistic 2 080 on 59 dof, p = 0; the right sampler on the same keys
     and pool: p = 0.48)."""
-    monkeypatch.setitem(verification.VERIFIERS, "block", keep_every_site)
+    break_block_verification(monkeypatch)
     codes, law = table_cells(
         3,
         jax.random.PRNGKey(14),
@@ -208,11 +211,11 @@ def test_exact_for_inconsistent_oracle_and_infilling(name):
 #: draws: statistic 155 on 21 dof, p = 1.6e-22 (0.36)
 BROKEN_INFILLING = {
     "autospec-fallback": (
-        lambda patch: patch.setitem(verification.VERIFIERS, "block", keep_every_site),
+        break_block_verification,
         4_000,
     ),
     "paper": (
-        lambda patch: patch.setattr(tasks, "residual_log_accept_prob", accept_every_residual),
+        break_residual_trials,
         1_000,
     ),
 }
@@ -268,7 +271,7 @@ def test_wrong_sampler_fails_the_magnetization_law(monkeypatch):
     with its block verification keeping every drafted site, 1 000 draws in a compilation of
     their own (measured: statistic 2 991 on 32 dof, p = 0; the right sampler on the same keys:
     p = 0.60)."""
-    monkeypatch.setitem(verification.VERIFIERS, "block", keep_every_site)
+    break_block_verification(monkeypatch)
     ups, _ = magnetization_draws(1_000, share=False)
     result = chisquare_gof(ups, np.exp(MAGNETIZATION_ORACLE.magnetization_log_probs()))
     assert result.p_value <= 1e-4, result
@@ -286,7 +289,7 @@ def test_wrong_sampler_fails_the_ising_chain_laws(monkeypatch):
     compilation of their own (the chain an argument): the domain-wall chi-square (measured:
     statistic 51 586 on 13 dof, p = 0; the right sampler on the same keys: p = 0.22) and the
     z-tests of the random-field chain's spin and bond means."""
-    monkeypatch.setitem(verification.VERIFIERS, "block", keep_every_site)
+    break_block_verification(monkeypatch)
     n, coupling = 48, 0.8
     draw = jax.jit(lambda chain, keys: run(AnyOrderProcess(chain, n, 2), keys, SamplerConfig()))
     keys = jax.random.split(jax.random.PRNGKey(21), 1_000)
@@ -359,29 +362,29 @@ def test_ising_chain_statistics():
 #: p = 7.0e-25 (right: 0.86; blocks of 2 steps have a small TV: p = 7e-8 at 8 000 draws)
 BROKEN = {
     "autospec": (
-        lambda patch: patch.setitem(verification.VERIFIERS, "block", keep_every_site),
+        break_block_verification,
         8_000,
     ),
     "autospec-adaptive": (
-        lambda patch: patch.setitem(verification.VERIFIERS, "block", keep_every_site),
+        break_block_verification,
         2_000,
     ),
     "autospec-fallback": (
-        lambda patch: patch.setitem(verification.VERIFIERS, "block", keep_every_site),
+        break_block_verification,
         1_000,
     ),
-    "block": (lambda patch: patch.setitem(verification.VERIFIERS, "block", keep_every_site), 8_000),
-    "assd": (lambda patch: patch.setitem(verification.VERIFIERS, "token", keep_every_site), 8_000),
+    "block": (break_block_verification, 8_000),
+    "assd": (break_token_verification, 8_000),
     "paper": (
-        lambda patch: patch.setattr(tasks, "residual_log_accept_prob", accept_every_residual),
+        break_residual_trials,
         8_000,
     ),
     "paper-block2": (
-        lambda patch: patch.setattr(tasks, "residual_log_accept_prob", accept_every_residual),
+        break_residual_trials,
         24_000,
     ),
     "sequential": (
-        lambda patch: patch.setattr(AnyOrderProcess, "target_sample", tempered_target_sample),
+        break_target_steps,
         8_000,
     ),
 }

@@ -23,8 +23,6 @@ import numpyro.distributions as dist
 import pytest
 from numpyro.infer import MCMC
 
-import numpyro_autospec._core.verification as verification
-import numpyro_autospec.engine._tasks as tasks
 from numpyro_autospec import (
     AnyOrderAR,
     AutospecKernel,
@@ -36,7 +34,11 @@ from numpyro_autospec.errors import UnsupportedModelError
 from numpyro_autospec.infer import draw_model, inspect_model
 from numpyro_autospec.oracles import CurieWeissOracle
 from numpyro_autospec.processes import AnyOrderProcess
-from tests.engine.broken import accept_every_residual, keep_every_site, tempered_target_sample
+from tests.engine.broken import (
+    break_block_verification,
+    break_residual_trials,
+    break_target_steps,
+)
 from tests.fresh_process import run_python, user_environment
 from tests.gof import assert_gof, chisquare_gof, encode_configurations, mean_z_test
 from tests.tables import random_table
@@ -207,11 +209,11 @@ def test_parallel_chains_on_two_devices(tmp_path):
 BROKEN = {
     "autospec": (
         SamplerConfig(),
-        lambda patch: patch.setitem(verification.VERIFIERS, "block", keep_every_site),
+        break_block_verification,
     ),
     "paper": (
         SamplerConfig(root_windows=False),
-        lambda patch: patch.setattr(tasks, "residual_log_accept_prob", accept_every_residual),
+        break_residual_trials,
     ),
 }
 
@@ -354,7 +356,7 @@ def test_a_tempered_sampler_fails_the_latent_parameter_z_test(monkeypatch):
     into a fresh MCMC program): the sites are pushed away from 1/2, and the same z-test
     rejects it, on the sign-weighted residual (measured z = +12.6, p = 6e-36; the plain
     residual, z = -0.53, and the correlation with theta do not see it)."""
-    monkeypatch.setattr(AnyOrderProcess, "target_sample", tempered_target_sample)
+    break_target_steps(monkeypatch)
     residuals = latent_parameter_residuals(run_latent_parameter_model())
     with pytest.raises(AssertionError, match=r"mean z-test failed.* worst coordinate 1: "):
         mean_z_test(residuals, 0.0)

@@ -28,11 +28,10 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-import numpyro_autospec._core.verification as verification  # noqa: E402
 from numpyro_autospec.config import SamplerConfig  # noqa: E402
 from numpyro_autospec.engine import run  # noqa: E402
 from numpyro_autospec.processes import AnyOrderProcess  # noqa: E402
-from tests.engine.broken import keep_every_site  # noqa: E402
+from tests.engine.broken import break_block_verification  # noqa: E402
 from tests.gof import assert_gof, chisquare_gof, encode_configurations, power_draws  # noqa: E402
 from tests.learned.trained import N, Q, trained_oracle  # noqa: E402
 
@@ -72,7 +71,7 @@ def test_a_wrong_sampler_fails_the_same_test(monkeypatch):
     """The program of :func:`autospec_draws` with its block verification broken (every
     drafted site kept, :func:`tests.engine.broken.keep_every_site`), traced afresh: 4 000 draws
     are rejected by the chi-square above against the sequential law of the order."""
-    monkeypatch.setitem(verification.VERIFIERS, "block", keep_every_site)
+    break_block_verification(monkeypatch)
     process = AnyOrderProcess(trained_oracle(), N, Q, order=ORDER)
     keys = jax.random.split(jax.random.PRNGKey(7), 4_000)
     draw = jax.jit(lambda keys: run(process, keys, SamplerConfig(method="autospec")))

@@ -35,18 +35,13 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-import numpyro_autospec._core.verification as verification  # noqa: E402
 import numpyro_autospec.learned._kv_cache as kv_cache  # noqa: E402
 from numpyro_autospec.engine import run  # noqa: E402
 from numpyro_autospec.learned import kv_cached_sequential_run, random_order_law
 from numpyro_autospec.learned._order_law import fixed_order_law
 from numpyro_autospec.oracles import TableOracle  # noqa: E402
 from numpyro_autospec.processes import AnyOrderProcess  # noqa: E402
-from tests.engine.broken import (  # noqa: E402
-    drop_one_key,
-    identity_permutation,
-    keep_every_site,
-)
+from tests.engine.broken import break_block_verification, drop_one_key, identity_permutation  # noqa: E402
 from tests.gof import assert_gof, chisquare_gof, encode_configurations  # noqa: E402
 from tests.learned.transformer_fixtures import (  # noqa: E402
     N,
@@ -174,7 +169,7 @@ def test_draws_follow_the_random_order_sequential_law(sampler, setting):
 #: the sampler is traced: a compilation of its own)
 BROKEN = {
     "reference": lambda patch: patch.setattr(jax.random, "permutation", identity_permutation),
-    "autospec": lambda patch: patch.setitem(verification.VERIFIERS, "block", keep_every_site),
+    "autospec": break_block_verification,
     "kv-cache": lambda patch: patch.setattr(kv_cache, "append_site", drop_one_key),
 }
 WRONG_DRAWS = 10_000

@@ -21,12 +21,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import numpyro_autospec._core.verification as verification
 from numpyro_autospec.errors import OracleError
 from numpyro_autospec.learned import random_order_law
 from numpyro_autospec.oracles import FunctionOracle, HopfieldOracle, check_block_form
 from numpyro_autospec.oracles._hopfield import hopfield_log_conditionals, hopfield_log_marginals
-from tests.engine.broken import keep_every_site
+from tests.engine.broken import break_block_verification
 from tests.gof import assert_gof, chisquare_gof, encode_configurations
 from tests.oracles.brute_force import (
     batched_answers,
@@ -223,7 +222,7 @@ def test_a_broken_verification_fails_the_same_test(gof_oracle, monkeypatch):
     :func:`test_engine_draws_through_the_block_form_follow_the_random_order_law` (measured:
     statistic 39 814 on 11 dof, p = 0; the right sampler on the same keys: p = 0.93)."""
     oracle, _, law = gof_oracle
-    monkeypatch.setitem(verification.VERIFIERS, "block", keep_every_site)
+    break_block_verification(monkeypatch)
     draws = engine_draws(oracle, GOF_N, 2_000, 11, chunks=1)
     result = chisquare_gof(encode_configurations(draws, 2), law)
     assert result.p_value <= 1e-4, result

@@ -18,14 +18,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import numpyro_autospec._core.verification as verification
 from numpyro_autospec.errors import OracleError
 from numpyro_autospec.oracles import IsingChainOracle, check_block_form
 from numpyro_autospec.oracles._ising_chain import (
     ising_chain_log_conditionals,
     ising_chain_log_marginals,
 )
-from tests.engine.broken import keep_every_site
+from tests.engine.broken import break_block_verification
 from tests.gof import assert_gof, chisquare_gof, encode_configurations
 from tests.oracles.brute_force import (
     assert_rows_close,
@@ -287,7 +286,7 @@ def test_a_broken_verification_fails_the_same_test(gof_draws, monkeypatch):
     :func:`test_engine_draws_through_the_block_form_follow_the_joint` (measured: statistic
     14 554 on 18 dof, p = 0; the right sampler on the same keys: p = 0.39)."""
     chain, _ = gof_draws
-    monkeypatch.setitem(verification.VERIFIERS, "block", keep_every_site)
+    break_block_verification(monkeypatch)
     draws = engine_draws(chain, GOF_N, 2_000, 11, chunks=1)
     law = np.exp(ising_chain_log_joint(chain.couplings, chain.fields))
     result = chisquare_gof(encode_configurations(draws, 2), law)
