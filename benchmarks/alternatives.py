@@ -74,10 +74,11 @@ from numpyro.infer import MCMC, NUTS, DiscreteGibbs, DiscreteHMCGibbs
 from rounds import project_oracle
 from scipy import stats
 
-from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.engine import run
 from numpyro_autospec.engine._sequential import sequential_run
 from numpyro_autospec.processes import AnyOrderProcess
+
+from support.scripts import script_parser
 
 FIELDS = [
     "section", "target", "size", "method", "setting", "draws", "mean_rounds", "mean_queries",

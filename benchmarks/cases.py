@@ -1,7 +1,9 @@
 """The benchmarks' shared cases: the processes a case name stands for, the ``--cases`` and
 ``--csv`` options, and the runner of measuring child processes (CSV files: ``csv_tables``).
 Scripts run as ``python benchmarks/NAME.py`` import it by bare name (their folder is first on
-``sys.path``).
+``sys.path``), first of their own modules: importing it puts ``examples/`` on ``sys.path`` too,
+for the scripts' support package that the examples and benchmarks share (``support.scripts``,
+the trained networks' recipes and checkpoints).
 
 Case names: ``cw-N`` (Curie-Weiss, beta = 1), ``ising-N`` (the Ising chain, J = 0.2),
 ``potts-N-qQ`` (a Potts-like count oracle with ``Q`` values, benchmark-only), ``mlp-N`` (a random
@@ -31,6 +33,11 @@ __all__ = [
     "make_diffusion",
     "make_process",
 ]
+
+#: the examples' folder, which holds the ``support`` package
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+if EXAMPLES not in sys.path:
+    sys.path.append(EXAMPLES)
 
 #: seconds a measuring child process may run before it is given up (a hung case must not hang
 #: the whole benchmark)
@@ -102,7 +109,7 @@ def make_process(case: str):
 def case_parser(docstring: str | None, cases: Sequence[str], csv_name: str):
     """The argument parser of a script that measures ``--cases`` (default ``cases``) and
     writes ``--csv`` (default ``RESULTS/csv_name``)."""
-    from numpyro_autospec._core.script_help import script_parser
+    from support.scripts import script_parser
 
     parser = script_parser(docstring)
     parser.add_argument(

@@ -33,18 +33,18 @@ import argparse
 import importlib.util
 import os
 import platform
-import sys
 import time
 
 import jax
 import numpy as np
-from cases import RESULTS
+from cases import EXAMPLES, RESULTS
 from csv_tables import markdown_table, pyplot, save_figure, write_csv
 
-from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import run, sequential_run
 from numpyro_autospec.processes import AnyOrderProcess
+
+from support.scripts import script_parser
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 METHODS = ("autospec", "sequential", "kv-cache")
@@ -53,10 +53,7 @@ KNOBS = ("window", "window_growth", "floor", "fallback", "block_size", "lookahea
 
 def load_example():
     """The example module (its training recipe, checkpoint naming and masked windows)."""
-    folder = os.path.join(HERE, "..", "examples")
-    if folder not in sys.path:  # the example imports its helpers (_common) from its folder
-        sys.path.append(folder)
-    path = os.path.join(folder, "code_infilling.py")
+    path = os.path.join(EXAMPLES, "code_infilling.py")
     spec = importlib.util.spec_from_file_location("code_infilling_example", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

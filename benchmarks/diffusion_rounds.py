@@ -55,11 +55,12 @@ from cases import RESULTS, make_diffusion
 from csv_tables import append_csv, git_commit, pyplot, save_figure, write_csv
 from rounds import loglog_slope
 
-from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import Capacity, run
 from numpyro_autospec.engine._plan import plan
 from numpyro_autospec.processes import DiffusionProcess
+
+from support.scripts import script_parser
 
 TARGETS = ("digits", "mixture")
 FIELDS = [

@@ -50,7 +50,6 @@ from csv_tables import (
     write_csv,
 )
 
-from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import Capacity, run
 from numpyro_autospec.oracles import (
@@ -60,6 +59,8 @@ from numpyro_autospec.oracles import (
     IsingChainOracle,
 )
 from numpyro_autospec.processes import AnyOrderProcess
+
+from support.scripts import script_parser
 
 #: the rows' commit stamps get ``+dirty`` when the package has uncommitted changes
 PACKAGE = "../numpyro_autospec"

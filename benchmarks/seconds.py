@@ -45,8 +45,9 @@ from cases import RESULTS, child_result, make_process
 from csv_tables import markdown_table, pyplot, save_figure, write_csv
 from rounds import parse_config, sampler_config
 
-from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.engine import Capacity, run, sequential_run
+
+from support.scripts import script_parser
 
 CASES = (
     "cw-1024", "cw-4096", "cw-16384", "potts-1024-q512", "ising-1024", "mlp-256",

@@ -35,9 +35,10 @@ from cases import RESULTS, child_result
 from csv_tables import markdown_table, pyplot, save_figure, write_csv
 from targets import RandomMLPOracle
 
-from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.engine import Capacity, run
 from numpyro_autospec.processes import AnyOrderProcess
+
+from support.scripts import script_parser
 
 
 def measure(args: argparse.Namespace, devices: int | None) -> dict:

@@ -47,22 +47,13 @@ import numpyro
 from numpyro.infer import MCMC
 
 from numpyro_autospec import AnyOrderAR, AutospecKernel
-from numpyro_autospec._core.script_help import script_parser
-from numpyro_autospec.learned import (
-    VOCABULARY_SIZE,
-    TransformerConfig,
-    TransformerOracle,
-    bits_per_character,
-    decode,
-    kv_cached_sequential_run,
-    load_code_corpus,
-    load_or_train,
-    random_windows,
-    train_transformer,
-)
+from numpyro_autospec.learned import TransformerOracle, kv_cached_sequential_run
 from numpyro_autospec.processes import AnyOrderProcess
 
-from _common import add_common_options, checkpoint_options, save_figure
+from support.checkpoints import TransformerConfig, load_or_train
+from support.scripts import add_common_options, checkpoint_options, save_figure, script_parser
+from support.text import VOCABULARY_SIZE, decode, load_code_corpus, random_windows
+from support.transformer_training import bits_per_character, train_transformer
 
 METHODS = ("autospec", "sequential", "kv-cache")
 

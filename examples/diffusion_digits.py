@@ -45,12 +45,11 @@ import numpyro
 from numpyro.infer import MCMC
 
 from numpyro_autospec import AutospecKernel, StochasticLocalization
-from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.denoisers import PointCloudDenoiser, digits_point_cloud
 from numpyro_autospec.processes import default_times
 
-from _common import add_common_options, save_figure
+from support.scripts import add_common_options, save_figure, script_parser
 
 
 def make_model(denoiser: PointCloudDenoiser, times: np.ndarray, posterior_rank: int | None = None):

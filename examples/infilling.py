@@ -32,10 +32,9 @@ import numpyro
 from numpyro.infer import MCMC
 
 from numpyro_autospec import AnyOrderAR, AutospecKernel
-from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.oracles import IsingChainOracle
 
-from _common import add_chain_options, add_common_options, save_figure
+from support.scripts import add_chain_options, add_common_options, save_figure, script_parser
 
 
 def pinned_sites(n: int, num_pinned: int) -> tuple[np.ndarray, np.ndarray]:

@@ -3,7 +3,7 @@
 The data are the 1797 scikit-learn 8x8 digit images scaled to :math:`[0, 1]^{64}`.  A small
 time-conditioned MLP, :class:`numpyro_autospec.learned.LearnedDenoiser`, learns the denoiser
 :math:`f(t, y) = \\mathbb{E}[Y \\mid tY + W_t = y]` of stochastic localization by denoising
-regression (:func:`numpyro_autospec.learned.train_denoiser`, Adam, times drawn on the law of
+regression (:func:`support.denoiser_training.train_denoiser`, Adam, times drawn on the law of
 the sampler's grid), trained once and cached under ``--cache-dir``.  It is then the oracle of a
 :class:`numpyro_autospec.StochasticLocalization` site, exactly as the exact point-cloud denoiser
 of the same images (:func:`numpyro_autospec.denoisers.digits_point_cloud`) is.
@@ -42,14 +42,19 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from numpyro_autospec import StochasticLocalization
-from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.denoisers import digits_point_cloud
 from numpyro_autospec.engine import run, sequential_run
-from numpyro_autospec.learned import DenoiserConfig, load_or_train_denoiser
 from numpyro_autospec.processes import default_times
 
-from _common import add_common_options, add_digits_mlp_options, checkpoint_options, save_figure
+from support.denoiser_training import DenoiserConfig, load_or_train_denoiser
+from support.scripts import (
+    add_common_options,
+    add_digits_mlp_options,
+    checkpoint_options,
+    save_figure,
+    script_parser,
+)
 
 DIM = 64
 LABELS = ("learned", "exact point cloud")

@@ -9,7 +9,7 @@ log-probabilities out) is trained with the any-order objective
     \\qquad k \\sim \\mathrm{Uniform}\\{0..n-1\\},\\ S \\text{ a random } k\\text{-subset},
 
 an unbiased estimate of the order-averaged negative log-likelihood (Uria et al. 2014;
-Hoogeboom et al. 2022; :func:`numpyro_autospec.learned.fit`).  Wrapped in
+Hoogeboom et al. 2022; :func:`support.training.fit`).  Wrapped in
 :class:`numpyro_autospec.learned.LearnedOracle` it is the oracle of an
 :class:`numpyro_autospec.AnyOrderAR` site, and ``AutospecKernel`` draws from it by
 autospeculation (Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869).
@@ -46,10 +46,10 @@ import numpyro
 from numpyro.infer import MCMC
 
 from numpyro_autospec import AnyOrderAR, AutospecKernel
-from numpyro_autospec._core.script_help import script_parser
-from numpyro_autospec.learned import LearnedOracle, MaskedMLP, fit, order_averaged_nll
+from numpyro_autospec.learned import LearnedOracle, MaskedMLP
 
-from _common import add_common_options, add_digits_mlp_options, save_figure
+from support.scripts import add_common_options, add_digits_mlp_options, save_figure, script_parser
+from support.training import fit, order_averaged_nll
 
 NUM_PIXELS = 64
 

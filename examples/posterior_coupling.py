@@ -43,11 +43,10 @@ import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS, DiscreteHMCGibbs
 
 from numpyro_autospec import AnyOrderAR, engine
-from numpyro_autospec._core.script_help import script_parser
 from numpyro_autospec.infer import AutospecGibbs
 from numpyro_autospec.oracles import CurieWeissOracle
 
-from _common import add_common_options, save_figure
+from support.scripts import add_common_options, save_figure, script_parser
 
 BETA_MAX = 2.0
 _COMPILE_SECONDS: list[float] = []

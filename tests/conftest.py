@@ -136,7 +136,7 @@ FILE_SECONDS = {
     "tests/oracles/test_ising_chain.py": 33,
     "tests/engine/test_errors.py": 29,
     "tests/infer/test_arviz.py": 28,
-    "tests/learned/test_transformer_training.py": 27,
+    "tests/support/test_transformer_training.py": 27,
     "tests/infer/test_distributions.py": 23,
     "tests/oracles/test_hopfield.py": 22,
     "tests/infer/test_tuning.py": 21,

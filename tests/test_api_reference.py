@@ -135,7 +135,7 @@ def test_module_discovery_finds_every_layer():
         "numpyro_autospec.engine._round",
         "numpyro_autospec.oracles._curie_weiss",
         "numpyro_autospec.infer._inspection",
-        "numpyro_autospec.learned._training",
+        "numpyro_autospec.learned._network",
     ]:
         assert name in modules
     assert "numpyro_autospec.oracles" in public_modules()
@@ -207,7 +207,7 @@ def test_a_module_without_its_optional_dependency_is_skipped_with_the_reason(mon
         importlib.util, "find_spec", lambda name: None if name == "equinox" else find_spec(name)
     )
     with pytest.raises(pytest.skip.Exception, match="needs equinox, which is not installed"):
-        import_or_skip("numpyro_autospec.learned._training")
+        import_or_skip("numpyro_autospec.learned._network")
     assert (
         import_or_skip("numpyro_autospec._core.rejection").__name__
         == "numpyro_autospec._core.rejection"

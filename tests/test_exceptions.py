@@ -31,9 +31,10 @@ from numpyro_autospec.errors import (
     TimeGridError,
 )
 from numpyro_autospec.infer._inspection import UnsupportedModelError, inspect_model
-from numpyro_autospec.learned._training import check_training_data
 from numpyro_autospec.oracles import CurieWeissOracle
 from numpyro_autospec.processes import AnyOrderProcess, DiffusionProcess, default_times
+
+from support.training import check_training_data
 
 ORACLE = CurieWeissOracle(4, beta=1.0)
 PROCESS = AnyOrderProcess(ORACLE, 4, 2)

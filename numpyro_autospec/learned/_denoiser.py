@@ -35,7 +35,7 @@ variance) and :math:`\omega` are ``num_frequencies`` geometric frequencies from
 of its posterior standard deviation, a unit-scale target at every :math:`t`; with the MLP at
 zero the network *is* the Gaussian proxy's exact denoiser, and a coordinate that never varies
 in the data (:math:`s_i = 0`: the blank corners of the digits) is denoised exactly to
-:math:`m_i`.  :mod:`numpyro_autospec.learned._denoiser_training` fits :math:`\theta` by
+:math:`m_i`.  The examples' :mod:`support.denoiser_training` fits :math:`\theta` by
 denoising regression.
 
 The network is an ``equinox.Module``: a pytree whose leaves are its weights, ``data_mean`` and
@@ -50,7 +50,6 @@ not.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 import equinox as eqx
@@ -64,7 +63,7 @@ from numpyro_autospec._core.parameters import real_parameter
 from numpyro_autospec.errors import DenoiserError, positive_integer
 from numpyro_autospec.learned._network import mlp_forward, mlp_layers
 
-__all__ = ["DenoiserConfig", "LearnedDenoiser", "data_statistics"]
+__all__ = ["LearnedDenoiser", "data_statistics"]
 
 _LOWEST_FREQUENCY_EXPONENT = -3.0
 _HIGHEST_FREQUENCY_EXPONENT = 3.0
@@ -226,37 +225,3 @@ class LearnedDenoiser(eqx.Module):
         r""":math:`f_\theta(t, y) \approx \mathbb{E}[Y \mid tY + W_t = y]`, ``float32[d]``."""
         u, proxy_mean, proxy_sd = self.proxy(t, y)
         return proxy_mean + proxy_sd * self.correction(t, u)
-
-
-@dataclasses.dataclass(frozen=True)
-class DenoiserConfig:
-    """The architecture of a :class:`LearnedDenoiser` (JSON-serialisable, for checkpoints:
-    :func:`~numpyro_autospec.learned.load_or_train`).  ``build`` gives placeholder data
-    statistics (mean 0, scale 1); the trained weights, mean and scale are leaves of the
-    checkpoint.
-
-    Example
-    -------
-    >>> import jax
-    >>> config = DenoiserConfig(dim=4, hidden_size=16, depth=2)
-    >>> network = config.build(jax.random.PRNGKey(0))
-    >>> network(1.0, jax.numpy.zeros(4)).shape, network.data_mean.tolist()
-    ((4,), [0.0, 0.0, 0.0, 0.0])
-    """
-
-    dim: int
-    hidden_size: int = 256
-    depth: int = 3
-    num_frequencies: int = 8
-
-    def build(self, key: Array) -> LearnedDenoiser:
-        """A freshly initialised network of this architecture."""
-        return LearnedDenoiser(
-            self.dim,
-            np.zeros(self.dim, np.float32),
-            np.ones(self.dim, np.float32),
-            hidden_size=self.hidden_size,
-            depth=self.depth,
-            num_frequencies=self.num_frequencies,
-            key=key,
-        )

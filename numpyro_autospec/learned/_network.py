@@ -18,7 +18,7 @@ The one-hot code of an unpinned site is zeroed, so the answer depends on :math:`
 :math:`x_S`; the mask itself is an input, so "pinned to the first value" and "not pinned" are
 different inputs.  Each row is a log-softmax: rows are normalized, as the oracle protocol
 (:mod:`numpyro_autospec.oracles._base`) requires.  Trained with the any-order objective
-(:mod:`numpyro_autospec.learned._training`) this is the masked-language-model / any-order ARM
+(the examples' ``support.training``) this is the masked-language-model / any-order ARM
 parametrisation of Uria et al. (2014) and Hoogeboom et al. (2022); the conditionals of
 different masks are fitted separately, so they come from no single joint law.
 """

@@ -47,18 +47,19 @@ from numpyro_autospec.denoisers import Denoiser, digits_point_cloud, validate_de
 from numpyro_autospec.engine import run  # noqa: E402
 from numpyro_autospec.engine._sequential import sequential_run  # noqa: E402
 from numpyro_autospec.errors import DenoiserError
-from numpyro_autospec.learned import (
-    DenoiserConfig,
-    LearnedDenoiser,
-    load_or_train_denoiser,
-    train_denoiser,
-)
+from numpyro_autospec.learned import LearnedDenoiser
 from numpyro_autospec.learned._denoiser import data_statistics
-from numpyro_autospec.learned._denoiser_training import denoising_loss
 from numpyro_autospec.processes import DiffusionProcess  # noqa: E402
 from numpyro_autospec.processes._time_grids import default_times  # noqa: E402
 from tests.engine.broken import TargetWithVarianceError  # noqa: E402
 from tests.gof import assert_projections_agree  # noqa: E402
+
+from support.denoiser_training import (  # noqa: E402
+    DenoiserConfig,
+    denoising_loss,
+    load_or_train_denoiser,
+    train_denoiser,
+)
 
 THRESHOLD = 1e-4
 NUM_STEPS = 16

@@ -11,8 +11,10 @@ import functools
 import jax
 import numpy as np
 
-from numpyro_autospec.learned import LearnedOracle, MaskedMLP, fit
+from numpyro_autospec.learned import LearnedOracle, MaskedMLP
 from tests.tables import DrawnTable
+
+from support.training import fit
 
 N, Q = 4, 3
 HIDDEN_SIZE = 16

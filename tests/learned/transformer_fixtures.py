@@ -12,8 +12,10 @@ import functools
 import jax
 import numpy as np
 
-from numpyro_autospec.learned import TransformerOracle, train_transformer
+from numpyro_autospec.learned import TransformerOracle
 from tests.tables import DrawnTable
+
+from support.transformer_training import train_transformer
 
 N, Q = 5, 3
 MODEL_SIZE = 16

@@ -13,15 +13,21 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from numpyro_autospec.learned import TransformerConfig, bits_per_character, load_or_train
-from numpyro_autospec.learned._checkpoints import cache_directory, load_checkpoint, save_checkpoint
-from numpyro_autospec.learned._transformer_training import autoregressive_loss, prefix_loss
 from tests.learned.transformer_fixtures import (  # noqa: E402
     N,
     fresh_transformer,
     table_data,
     trained,
 )
+
+from support.checkpoints import (
+    TransformerConfig,
+    cache_directory,
+    load_checkpoint,
+    load_or_train,
+    save_checkpoint,
+)
+from support.transformer_training import autoregressive_loss, bits_per_character, prefix_loss
 
 
 def test_both_objectives_average_to_the_same_order_averaged_loss():
@@ -48,7 +54,7 @@ def test_training_lowers_the_loss_and_the_held_out_bits():
 
 
 def test_prefix_objective_trains_too():
-    from numpyro_autospec.learned import train_transformer
+    from support.transformer_training import train_transformer
 
     model, losses = train_transformer(
         jax.random.PRNGKey(7),

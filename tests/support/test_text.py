@@ -10,7 +10,7 @@ import string  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from numpyro_autospec.learned import _text as text  # noqa: E402
+from support import text  # noqa: E402
 
 
 def test_vocabulary_is_printable_ascii_newline_tab_and_unknown():

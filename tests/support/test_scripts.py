@@ -11,10 +11,11 @@ import re
 
 import pytest
 
-from numpyro_autospec._core.script_help import script_description
 from tests.fresh_process import run_fresh, user_environment
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from support.scripts import script_description
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPTS = sorted(
     os.path.relpath(path, ROOT)
     for path in glob.glob(os.path.join(ROOT, "examples", "*.py"))

@@ -14,7 +14,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from numpyro_autospec.errors import InputError  # noqa: E402
-from numpyro_autospec.learned import LearnedOracle, any_order_loss, fit, order_averaged_nll
+from numpyro_autospec.learned import LearnedOracle
 from tests.gof import mean_z_test  # noqa: E402
 from tests.learned.trained import (  # noqa: E402
     N,
@@ -24,6 +24,8 @@ from tests.learned.trained import (  # noqa: E402
     table_probs,
     trained,
 )
+
+from support.training import any_order_loss, fit, order_averaged_nll
 
 ORDERS = list(itertools.permutations(range(N)))
 

@@ -26,13 +26,14 @@ variance of the network's Gaussian proxy, so that every time contributes on the 
 is trained where the Euler chain queries it, in proportion.  :func:`train_denoiser` minimises
 :math:`L` with Adam (gradient clipping, cosine decay; Optax), seeded and with a ``tqdm``
 bar; :func:`load_or_train_denoiser` caches the result with the project's checkpoints
-(:func:`~numpyro_autospec.learned.load_or_train`).  Samplers of the trained network: docs/
+(:func:`support.checkpoints.load_or_train`).  Samplers of the trained network: docs/
 learned.md, "A learned denoiser" (Anari et al., *Parallel Sampling via Autospeculation*,
 arXiv:2511.07869).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from pathlib import Path
@@ -47,16 +48,53 @@ from jax import Array
 from jax.typing import ArrayLike
 
 from numpyro_autospec.errors import ConfigError, DenoiserError, positive_integer
-from numpyro_autospec.learned._checkpoints import load_or_train
-from numpyro_autospec.learned._denoiser import DenoiserConfig, LearnedDenoiser, data_statistics
+from numpyro_autospec.learned import LearnedDenoiser
+from numpyro_autospec.learned._denoiser import data_statistics
 from numpyro_autospec.processes._time_grids import DEFAULT_DATA_VARIANCE, DEFAULT_T_MAX
 
+from support.checkpoints import load_or_train
+
 __all__ = [
+    "DenoiserConfig",
     "denoising_loss",
     "load_or_train_denoiser",
     "train_denoiser",
     "training_times",
 ]
+
+
+@dataclasses.dataclass(frozen=True)
+class DenoiserConfig:
+    """The architecture of a :class:`LearnedDenoiser` (JSON-serialisable, for checkpoints:
+    :func:`support.checkpoints.load_or_train`).  ``build`` gives placeholder data
+    statistics (mean 0, scale 1); the trained weights, mean and scale are leaves of the
+    checkpoint.
+
+    Example
+    -------
+    >>> import jax
+    >>> config = DenoiserConfig(dim=4, hidden_size=16, depth=2)
+    >>> network = config.build(jax.random.PRNGKey(0))
+    >>> network(1.0, jax.numpy.zeros(4)).shape, network.data_mean.tolist()
+    ((4,), [0.0, 0.0, 0.0, 0.0])
+    """
+
+    dim: int
+    hidden_size: int = 256
+    depth: int = 3
+    num_frequencies: int = 8
+
+    def build(self, key: Array) -> LearnedDenoiser:
+        """A freshly initialised network of this architecture."""
+        return LearnedDenoiser(
+            self.dim,
+            np.zeros(self.dim, np.float32),
+            np.ones(self.dim, np.float32),
+            hidden_size=self.hidden_size,
+            depth=self.depth,
+            num_frequencies=self.num_frequencies,
+            key=key,
+        )
 
 
 def training_times(
@@ -94,7 +132,7 @@ def denoising_loss(
     Example
     -------
     >>> import jax
-    >>> from numpyro_autospec.learned import DenoiserConfig
+    >>> from support.denoiser_training import DenoiserConfig
     >>> network = DenoiserConfig(dim=4, hidden_size=16, depth=2).build(jax.random.PRNGKey(0))
     >>> batch = jax.random.normal(jax.random.PRNGKey(1), (8, 4))
     >>> loss = denoising_loss(network, jax.random.PRNGKey(2), batch)
@@ -232,7 +270,7 @@ def load_or_train_denoiser(
 ) -> tuple[LearnedDenoiser, dict[str, Any], Path]:
     """``(network, metadata, directory)``: :func:`train_denoiser` on ``data`` from
     ``config.build(PRNGKey(seed))`` with key ``PRNGKey(seed + 1)``, trained once and cached
-    by :func:`~numpyro_autospec.learned.load_or_train` (keyed by the architecture, the
+    by :func:`support.checkpoints.load_or_train` (keyed by the architecture, the
     settings and a hash of the data).  ``metadata`` holds the training ``seconds``, the
     ``first_loss``, the ``final_loss`` (mean of the last 100 steps), the ``loss_curve`` (means
     of up to 200 consecutive stretches of steps) and ``loaded_from_cache``.
@@ -240,7 +278,7 @@ def load_or_train_denoiser(
     Example
     -------
     >>> import tempfile, numpy as np
-    >>> from numpyro_autospec.learned import DenoiserConfig
+    >>> from support.denoiser_training import DenoiserConfig
     >>> data = np.random.default_rng(0).normal(size=(64, 4))
     >>> config = DenoiserConfig(dim=4, hidden_size=16, depth=2)
     >>> with tempfile.TemporaryDirectory() as cache:
