@@ -35,7 +35,7 @@ from numpyro_autospec import AutospecKernel, AnyOrderAR
 from numpyro_autospec.oracles import CurieWeissOracle
 
 def model():
-    numpyro.sample("x", AnyOrderAR(CurieWeissOracle(256, beta=1.0), num_positions=256, num_categories=2))
+    numpyro.sample("x", AnyOrderAR(CurieWeissOracle(256, beta=1.0)))
 
 mcmc = MCMC(AutospecKernel(model), num_warmup=0, num_samples=500, num_chains=2,
             chain_method="vectorized")  # both chains share one pool of oracle calls
