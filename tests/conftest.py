@@ -148,7 +148,7 @@ FILE_SECONDS = {
     "tests/learned/test_transformer.py": 16,
     "tests/baselines/test_picard.py": 15,
     "tests/oracles/test_curie_weiss.py": 12,
-    "tests/test_sequential.py": 12,
+    "tests/engine/test_sequential.py": 12,
     "tests/support/test_doctests.py": 12,
     "tests/baselines/test_maskgit.py": 11,
     "tests/learned/test_exactness.py": 11,

@@ -22,7 +22,7 @@ correction :math:`Y_{\\tau+1}` from a residual, such that continuing with exact 
 
 Both functions take fixed-size buffers (``[G, q]`` rows, ``G >= gamma``) with a traced block
 length ``gamma``, so they run inside ``jit``/``vmap``; rows beyond ``gamma`` are ignored.
-Exactness is checked by exact enumeration in ``tests/test_verification.py``.
+Exactness is checked by exact enumeration in ``tests/core/test_verification.py``.
 """
 
 from __future__ import annotations
