@@ -144,7 +144,7 @@ def infill(model, method: str, windows: np.ndarray, args: argparse.Namespace) ->
     apart from the others.  The window is a model argument (``jit_model_args=True``), so the
     later runs compile nothing -- with NumPyro's progress bar on: without it (``--no-progress-bar``,
     or ``CI`` set) NumPyro 0.22 jits its sampling loop afresh at every ``run``, and the seconds
-    per draw include that compilation (docs/numpyro.md, "Compilation")."""
+    per draw include that compilation (docs/numpyro.md, "Methods, chains, warmup")."""
     mcmc = MCMC(
         AutospecKernel(model, method=method),
         num_warmup=0,

@@ -51,8 +51,9 @@ RULES = ("token", "block")
 #: default residual growth :math:`\rho` on processes without discrete steps (diffusion):
 #: batches of 1, 4, 16, ... trials.  A rejected block of small total variation :math:`\delta`
 #: needs about :math:`1/\delta` trials; :math:`\rho = 3` reaches them in half the batches of
-#: :math:`\rho = 1`, and every batch waits for its slowest trial (docs/diffusion.md, "Where the
-#: tail comes from": mean rounds -27%, p90 -41% on the mixture at N = 1024)
+#: :math:`\rho = 1`, and every batch waits for its slowest trial (mean rounds -27%, p90 -41% on
+#: the mixture at N = 1024: ``benchmarks/diffusion_rounds.py --targets mixture --sizes 1024
+#: --growth 1 3``)
 DIFFUSION_GROWTH = 3.0
 
 
@@ -98,8 +99,8 @@ class SamplerConfig(NamedTuple):
     min_window, max_window:
         window bounds (defaults ``sqrt(N)`` and ``N``).  A window's speculation answers
         ``max_window`` rows, so on a CPU, where a draw's seconds follow the rows it computes,
-        ``max_window`` near ``8 sqrt(N)`` takes more rounds and fewer seconds (docs/benchmarks.md,
-        "Bounded windows on the CPU").
+        ``max_window`` near ``8 sqrt(N)`` takes more rounds and fewer seconds (docs/numpyro.md,
+        "Methods, chains, warmup").
     floor:
         recurse after a window that advanced fewer steps (default ``sqrt(N) / 4``).
     fallback:

@@ -167,3 +167,54 @@ def test_griffe_extension_moves_an_example_after_fields_before_them(griffe_rest)
         ":param x: a number.",
         "\\(x\\) is not a field.",
     ]
+
+
+#: a reference to a section of a page: ``docs/page.md, "Heading"`` (or ``docs/page.md "Heading"``)
+SECTION_REFERENCE = re.compile(r'(docs/[\w/]+\.md),?\s*"([^"]{3,100})"')
+
+
+def headings(page: str) -> list[str]:
+    """The headings of ``docs/page``, without their numbers (``5. Measured rounds``) and
+    backquotes."""
+    found = re.findall(r"^#+\s+(.*)$", read(page), flags=re.MULTILINE)
+    return [re.sub(r"^\d+[a-z]?\.\s*", "", heading).replace("`", "").strip() for heading in found]
+
+
+def dangling_section_references(text: str) -> list[tuple[str, str]]:
+    """The ``(page, heading)`` references of ``text`` (line breaks and comment markers folded
+    into spaces) whose page has no heading of that name."""
+    flat = re.sub(r"\s*\n\s*(?:#:?\s*)?", " ", text)
+    dangling = []
+    for page_path, heading in SECTION_REFERENCE.findall(flat):
+        page = page_path.removeprefix("docs/")
+        names = [name.lower() for name in headings(page)] if page in pages() else []
+        if heading.replace("`", "").strip().lower() not in names:
+            dangling.append((page_path, heading))
+    return dangling
+
+
+def test_section_references_name_existing_headings():
+    """Code, tests, scripts and pages cite a page's section by its heading; a heading that was
+    renamed or removed leaves the citation pointing nowhere."""
+    root = os.path.dirname(DOCS)
+    sources = [os.path.join(root, "README.md")]
+    for folder in ("numpyro_autospec", "examples", "benchmarks", "tests", "docs"):
+        for directory, _, files in os.walk(os.path.join(root, folder)):
+            sources += [os.path.join(directory, f) for f in files if f.endswith((".py", ".md"))]
+    dangling = {}
+    for source in sources:
+        with open(source) as file:
+            found = dangling_section_references(file.read())
+        if found and os.path.abspath(source) != os.path.abspath(__file__):
+            dangling[os.path.relpath(source, root)] = found
+    assert not dangling, f"references to sections that do not exist: {dangling}"
+
+
+def test_a_dangling_section_reference_is_found():
+    assert dangling_section_references('see (docs/numpyro.md,\n# "Diagnostics and ArviZ")') == []
+    assert dangling_section_references('see (docs/numpyro.md, "Compilation")') == [
+        ("docs/numpyro.md", "Compilation")
+    ]
+    assert dangling_section_references('docs/nowhere.md, "A first model"') == [
+        ("docs/nowhere.md", "A first model")
+    ]

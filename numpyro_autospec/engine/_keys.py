@@ -4,7 +4,7 @@ Every random number of a draw comes from its key through JAX's threefry-2x32 has
 ``fold_in``, uniform and Gumbel draws).  On the CPU, JAX lowers that hash as a rolled loop of
 five steps, which XLA:CPU compiles as a function of its own at each of the engine's call sites
 (19 at Curie-Weiss n = 32): a quarter of the LLVM IR of the engine's program, whatever the
-oracle (docs/benchmarks.md, "What the compile time follows").  On other platforms JAX lowers
+oracle.  On other platforms JAX lowers
 the same hash as straight-line code, which XLA fuses into the kernels that use it.
 
 :data:`STRAIGHT_THREEFRY` is a PRNG implementation

@@ -11,7 +11,7 @@ Curie-Weiss, the Ising chain and Hopfield also **score blocks** (``scores_blocks
 cumulative spin sum along the order, the chain from transfer-matrix messages between each
 site's nearest pinned neighbours, Hopfield from cumulative pattern overlaps -- so a speculated
 block costs the engine two oracle evaluations whatever its length (docs/benchmarks.md,
-"Oracle evaluations with block forms").  :func:`check_block_form` checks such a block form
+"Design decisions").  :func:`check_block_form` checks such a block form
 against the set form.
 
 Each class is a thin shell over a pure function of its parameters and the query

@@ -3,9 +3,9 @@ r"""Forward-backward on a chain of binary spins: log space, and linear space whe
 The Ising chain's set form (:func:`numpyro_autospec.oracles._ising_chain.ising_chain_log_marginals`)
 is one forward-backward pass of :math:`n - 1` sequential steps.  In log space every step takes
 a log-sum-exp per entry; in linear space a step is a few products and one division, several
-times faster on a CPU, where a speculation round of the engine runs the pass on every lane
-(docs/benchmarks.md, "The Ising chain's set form in linear space").  Linear space is used
-when it provably loses nothing, else log space (:func:`chain_log_marginals`).
+times faster on a CPU, where a speculation round of the engine runs the pass on every lane.
+Linear space is used when it provably loses nothing, else log space
+(:func:`chain_log_marginals`).
 
 **Why linear space is exact below the bound.**  With each factor divided by its largest entry,
 the pair factors are :math:`p_i(s, s') = e^{J_i s s' - |J_i|} \ge e^{-2|J_i|}` and the unary

@@ -82,8 +82,7 @@ _CHUNK_ELEMENTS = 1 << 20
 #: (``O(Ln)``); beyond, it scatters the spins into the order and takes one prefix sum
 #: (``O(n)``), which costs about what five masked sums do on the CPU (one row at n = 4096:
 #: 6.5 us against 29 us; a sequential step there went from 56 us to about 30 us, with the
-#: constant log-factorial table; docs/benchmarks.md, "Prefix sums on the CPU, and the
-#: Curie-Weiss chain's step")
+#: constant log-factorial table)
 _MASKED_ROWS = 4
 
 

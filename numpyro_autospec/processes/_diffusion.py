@@ -138,7 +138,7 @@ class DiffusionProcess:
         the drift of :math:`Y \sim \mathcal{N}(\mu, s^2 I)`, for which it *is* the target
         (acceptance 1); it suits a Gaussian mixture whose components have variance
         :math:`s^2`, where the frozen drift is rejected once a component is identified
-        (docs/diffusion.md, "Where the tail comes from"); keep ``None`` for a point cloud,
+        (docs/diffusion.md, section 5); keep ``None`` for a point cloud,
         whose posterior covariance collapses.  ``"posterior"``: the response of the posterior
         covariance :math:`\Sigma_a = \nabla_y f(t_a, y_a)` read from the denoiser at the
         block's start, :math:`C_k = \Sigma_a (I + (t_k - t_a) \Sigma_a)^{-1}` (the target

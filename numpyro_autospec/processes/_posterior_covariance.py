@@ -9,7 +9,7 @@ posterior mean in its observation is the posterior covariance,
 
 which the speculation ``speculation_variance="posterior"`` of
 :class:`~numpyro_autospec.processes.DiffusionProcess` follows over a block
-(docs/diffusion.md, "The posterior covariance, read from the denoiser").  This module reads it
+(docs/diffusion.md, "The process: target and speculation densities").  This module reads it
 at one point :math:`(t, y)`, as the answer of one query:
 
 * :func:`whole_covariance`: the whole Jacobian (``jax.jacfwd``, :math:`d` forward-mode passes)

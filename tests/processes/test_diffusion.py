@@ -698,7 +698,7 @@ def test_mixture_test_rejects_a_wrong_density():
 
 def test_default_residual_growth_on_diffusion_is_three():
     """The diffusion default (``SamplerConfig.growth = None``) runs residual batches of 1, 4,
-    16, ... trials (docs/diffusion.md, "Where the tail comes from"): the same draws and rounds
+    16, ... trials (``DIFFUSION_GROWTH``): the same draws and rounds
     as ``growth=3`` explicitly; the same draws as ``growth=1`` and different rounds."""
     assert SamplerConfig().root_policy(NUM_STEPS, discrete=False).growth == DIFFUSION_GROWTH == 3
     assert SamplerConfig().root_policy(NUM_STEPS, discrete=True).growth == 1
