@@ -23,11 +23,11 @@ environment variables below are set before JAX initializes its backend.
   test) is loaded instead of compiled again, and a second run of the suite loads most of its
   programs (the engine's program has no host callback, so JAX keeps it).  A loaded program
   is the program XLA would compile, so no check depends on the cache; the compile events
-  that tests count (:mod:`jax.monitoring`) fire for loaded programs too.  The cache's size
-  limit (``JAX_COMPILATION_CACHE_MAX_SIZE``, 64 GiB: no eviction in practice) is set because
-  a limit is what makes JAX take its file lock (the ``filelock`` package) around every read
-  and write: without it a worker could read an entry that the other is still writing (JAX
-  then warns "incomplete or truncated stream" and compiles the program itself).
+  that tests count (:mod:`jax.monitoring`) fire for loaded programs too.  JAX writes an entry
+  without a lock, so a worker may read one that the other is still writing: JAX then warns
+  ("incomplete or truncated stream") and compiles the program itself.  A size limit
+  (``JAX_COMPILATION_CACHE_MAX_SIZE``) would make JAX lock the cache, but every write then
+  reads the access time of every entry (thousands here): the suite ran at half its speed.
 * ``jax_numpy_rank_promotion="raise"``: implicit rank promotion is an error (as in Diffrax's
   ``test/conftest.py``), so shape bugs cannot hide behind broadcasting.
 * ``jax_cpu_enable_async_dispatch=False``: every computation runs in the thread that calls
@@ -77,7 +77,6 @@ os.environ.setdefault(
     ),
 )
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(64 << 30))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 
