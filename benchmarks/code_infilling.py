@@ -46,7 +46,6 @@ from numpyro_autospec.processes import AnyOrderProcess
 
 from support.scripts import script_parser
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 METHODS = ("autospec", "sequential", "kv-cache")
 KNOBS = ("window", "window_growth", "floor", "fallback", "block_size", "lookahead")
 

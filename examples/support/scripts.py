@@ -16,11 +16,14 @@ import argparse
 import os
 import re
 import time
+from typing import TYPE_CHECKING
 
 import matplotlib
 
 matplotlib.use("Agg")  # the scripts write their figures to files
-from matplotlib.figure import Figure  # noqa: E402  (after choosing the backend)
+
+if TYPE_CHECKING:  # only an annotation: the benchmarks import this module before they plot
+    from matplotlib.figure import Figure
 
 __all__ = [
     "DefaultsHelpFormatter",
