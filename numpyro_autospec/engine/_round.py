@@ -6,18 +6,19 @@ speculated block (each given its own prefix), then its speculation answer (``O_a
 step's answer, a lookahead after the block, or a root's final query).  The items are cut into
 *units*, one oracle evaluation each:
 
-* **block mode** (a process that declares ``scores_blocks``): the scoring rows of a slot are
-  cut into block-form calls ``score_rows(x, steps, prefixes)`` of ``unit_rows`` conditionals
-  each (docs/algorithm.md, section 2a), and its answer is one more unit, a query
-  ``query(x, k, R)``: the ``R`` rows of an answer share one prefix, which the oracle's
-  speculation form computes at the cost of one row where rows cost a pass each (Curie-Weiss:
-  ``O(n)`` for the answer, against ``O(n R)`` as ``R`` block-form rows);
+* **block mode** (a process that declares ``scores_blocks``): a unit is one
+  ``score_and_query(x, steps, k, R)`` evaluation: up to ``unit_rows`` scoring rows of the slot
+  (docs/algorithm.md, section 2a) and its speculation answer ``query(x, k, R)``, which rides
+  with the slot's last unit (a slot that only waits for an answer asks for one unit).  An
+  order-aware network answers both in one forward pass (the answer's rows are block-form rows
+  with one prefix length); an oracle with a set form answers the ``R`` rows of one prefix with
+  one ``log_marginals`` evaluation, at the cost of one row where rows cost a pass each
+  (Curie-Weiss: ``O(n)`` for the answer, against ``O(n R)`` as ``R`` block-form rows);
 * otherwise a unit is one query ``query(x, k, R)``: a scoring step's (reduced to its row) or a
   speculation answer.
 
-The round evaluates ``chunk`` units per call (in block mode ``chunk`` scoring units and
-``chunk`` answers side by side), ``ceil(U / chunk)`` calls for ``U`` units (at most
-``max_units`` of each kind; the rest waits for the next round), scatters the answers into the
+The round evaluates ``chunk`` units per call, ``ceil(U / chunk)`` calls for ``U`` units (at
+most ``max_units``; the rest waits for the next round), scatters the answers into the
 slots' buffers, the scoring rows' log-densities into their blocks' scores, and a root window's
 rows into its verification buffer.  A unit reads its slot's fields from one table
 (:class:`Item`, one gather per call); the queries and conditionals each slot was served are
@@ -40,10 +41,7 @@ from numpyro_autospec.engine._tasks import wants_lookahead
 from numpyro_autospec.engine._trials import next_buffer
 from numpyro_autospec.errors import nonfinite_defect
 
-__all__ = ["ANSWERED", "Demand", "demand", "query_round"]
-
-#: block mode: ``served`` counts the scoring items served, plus this once the answer is
-ANSWERED = 1 << 24
+__all__ = ["Demand", "demand", "query_round"]
 
 
 class Demand(NamedTuple):
@@ -55,9 +53,8 @@ class Demand(NamedTuple):
     spec_at: Array  # int32: the step whose prefix the answer conditions on
     spec_rows: Array  # int32: rows the answer is used for
     destination: Array  # int32: the buffer of the slot that receives the answer
-    units: Array  # int32: units still to evaluate (block mode: scoring units)
+    units: Array  # int32: units still to evaluate
     has_spec: Array  # bool: the query includes an answer
-    answer_units: Array  # int32: block mode: 1 while the answer is still to evaluate
 
 
 def demand(plan: Plan, meta: Meta) -> Demand:
@@ -85,16 +82,12 @@ def demand(plan: Plan, meta: Meta) -> Demand:
     asks = need_answer | leaf | scoring | final
     destination = jnp.where(scoring, next_buffer(meta), meta.buffer)
     if plan.block_mode:
-        scored = meta.served % ANSWERED
-        remaining = jnp.where(asks, jnp.maximum(score_items - scored, 0), 0)
-        answer_units = (asks & has_spec & (meta.served < ANSWERED)).astype(jnp.int32)
+        # the scoring rows in units of unit_rows, the answer with the last (or alone)
+        remaining = jnp.where(asks, jnp.maximum(score_items - meta.served, 0), 0)
+        units = jnp.maximum(-(-remaining // plan.unit_rows), (asks & has_spec).astype(jnp.int32))
     else:
-        remaining = jnp.where(asks, jnp.maximum(items - meta.served, 0), 0)
-        answer_units = jnp.zeros_like(remaining)
-    units = -(-remaining // plan.unit_rows)
-    return Demand(
-        asks, score_items, items, spec_at, spec_rows, destination, units, has_spec, answer_units
-    )
+        units = jnp.where(asks, jnp.maximum(items - meta.served, 0), 0)
+    return Demand(asks, score_items, items, spec_at, spec_rows, destination, units, has_spec)
 
 
 class Work(NamedTuple):
@@ -112,6 +105,7 @@ class Item(NamedTuple):
     call)."""
 
     before: Array  # units of the slots before it (where its first unit falls)
+    units: Array  # units of its own in this round's demand
     scored: Array  # items already served (block mode: scoring items)
     scoring: Array
     block_start: Array
@@ -119,23 +113,25 @@ class Item(NamedTuple):
     is_window: Array  # a root window: its rows go to the verification buffer
     spec_at: Array
     spec_rows: Array
+    has_spec: Array
     destination: Array
 
 
 def _items(plan: Plan, meta: Meta, need: Demand, cumulative: Array) -> Array:
     """The :class:`Item` table of every slot."""
     slots = jnp.arange(plan.num_slots)
-    served = meta.served % ANSWERED if plan.block_mode else meta.served
     return pack(
         Item(
             before=cumulative - need.units,
-            scored=served,
+            units=need.units,
+            scored=meta.served,
             scoring=need.scoring,
             block_start=meta.block_start,
             draw=meta.draw,
             is_window=(slots < plan.num_draws) & (meta.verifying == 1),
             spec_at=need.spec_at,
             spec_rows=need.spec_rows,
+            has_spec=need.has_spec,
             destination=need.destination,
         )
     )
@@ -144,15 +140,14 @@ def _items(plan: Plan, meta: Meta, need: Demand, cumulative: Array) -> Array:
 def _counted(plan: Plan, meta: Meta, need: Demand, after: Array, answered_now: Array | None):
     """The round's queries and conditionals per draw, from the items each slot had been
     served before the round (``meta.served``) and after it (``after``; block mode: its scoring
-    items, with ``answered_now`` its answer): a slot's scoring counts one query when its first
-    unit is evaluated, an answer one query unless it comes with a scoring; rows count one
+    items, with ``answered_now`` its answer): in block mode a slot's query counts one
+    evaluation when its first unit is evaluated, otherwise every item is one; rows count one
     conditional each, an answer its ``spec_rows``."""
     if plan.block_mode:
-        before = meta.served % ANSWERED
+        before = meta.served
         rows = after - before
-        queries = ((before == 0) & (rows > 0)).astype(jnp.int32)
+        queries = ((before == 0) & ((rows > 0) | answered_now)).astype(jnp.int32)
         spec = answered_now
-        queries = queries + (spec & (need.scoring == 0))
     else:
         before = meta.served
         rows = jnp.clip(after, 0, need.scoring) - jnp.clip(before, 0, need.scoring)
@@ -185,10 +180,6 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
     total = jnp.where(quiet, jnp.minimum(cumulative[-1], plan.max_units), 0)
     trips = -(-total // chunk)
     table = _items(plan, meta, need, cumulative)
-    if plan.block_mode:
-        answer_cumulative = running_sum(need.answer_units)
-        answer_total = jnp.where(quiet, jnp.minimum(answer_cumulative[-1], plan.max_units), 0)
-        trips = jnp.maximum(trips, -(-answer_total // chunk))
     window_rows, queries, conditionals = counters
 
     def at(cumulative_units: Array, unit: Array, valid: Array) -> tuple[Array, Item]:
@@ -241,28 +232,31 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
         )
 
     def block_call(index, work: Work) -> Work:
-        # scoring units: block-form calls of unit_rows rows
+        # units: up to unit_rows scoring rows of a slot, and its answer with its last unit
         unit = index * chunk + jnp.arange(chunk)
         valid = unit < total
         slot, item = at(cumulative, unit, valid)
-        first = item.scored + (unit - item.before) * plan.unit_rows
+        local = unit - item.before
+        first = item.scored + local * plan.unit_rows
         step, exists = _scoring_steps(plan, item, first, valid)
+        answers = valid & (local == item.units - 1) & (item.has_spec == 1)
         x = states(slot)
-        rows = sharded_batch(plan.mesh, jax.vmap(process.score_rows), x, step, step)
+        rows, answer = sharded_batch(
+            plan.mesh,
+            jax.vmap(lambda x, s, k: process.score_and_query(x, s, k, plan.answer_rows)),
+            x,
+            step,
+            item.spec_at,
+        )
         log_mu = jax.vmap(jax.vmap(process.target_logp, (None, 0, 0)))(x, step, rows)
         work = score(work, slot, item, valid, step, exists, rows, log_mu)
+        work = deliver(work, slot, item, answers, answer)
+        # the call's first defect: its scoring rows', then its answers'
         codes, hit, row = jax.vmap(process.rows_defect)(x, step, rows, exists)
         scoring = (valid, codes, hit, step[jnp.arange(chunk), row], item.draw)
-        # answers: one speculation-form query each
-        exists = unit < answer_total
-        slot, item = at(answer_cumulative, unit, exists)
-        x = states(slot)
-        answer = answer_of(x, item.spec_at)
-        work = deliver(work, slot, item, exists, answer)
         codes, hit = jax.vmap(process.answer_defect)(x, item.spec_at, answer)
-        # the call's first defect: its scoring rows', then its answers'
-        answers = (exists, codes, hit, item.spec_at, item.draw)
-        both = [jnp.concatenate(pair) for pair in zip(scoring, answers, strict=True)]
+        answered = (answers, codes, hit, item.spec_at, item.draw)
+        both = [jnp.concatenate(pair) for pair in zip(scoring, answered, strict=True)]
         return work._replace(defect=record(work, *both))
 
     def set_call(index, work: Work) -> Work:
@@ -309,12 +303,9 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
     before = cumulative - need.units
     served_units = jnp.clip(total - before, 0, need.units)
     if plan.block_mode:
-        scored = jnp.minimum(need.scoring, meta.served % ANSWERED + served_units * plan.unit_rows)
-        answered_now = (need.answer_units > 0) & (answer_cumulative <= answer_total)
-        answered = (meta.served >= ANSWERED) | answered_now
-        complete = need.asks & (trips > 0) & (scored >= need.scoring) & (answered | ~need.has_spec)
-        served = scored + jnp.where(answered, ANSWERED, 0)
-        counted = _counted(plan, meta, need, scored, answered_now)
+        served = jnp.minimum(need.scoring, meta.served + served_units * plan.unit_rows)
+        complete = need.asks & (trips > 0) & (served_units == need.units)
+        counted = _counted(plan, meta, need, served, complete & need.has_spec)
     else:
         served = jnp.minimum(need.items, meta.served + served_units)
         complete = need.asks & (trips > 0) & (served >= need.items)
@@ -340,8 +331,6 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
     pool = pool._replace(
         meta=repack(pool.meta, stored, meta), scores=work.scores, answers=work.answers
     )
-    if plan.block_mode:
-        total = total + answer_total
     return (
         pool,
         work.window_rows,

@@ -228,20 +228,36 @@ class AnyOrderProcess:
         positions = self._positions(a, num_rows)
         return self.oracle.log_conditionals(x.values, x.rank, x.order[positions], positions)
 
-    def score_rows(self, x: AnyOrderState, steps: Array, prefix_lengths: Array) -> Array:
-        """The block form on steps: row ``j`` is the conditional of the site of step
-        ``steps[j]`` given the sites of the steps before ``prefix_lengths[j]``, ``[L, q]``, in
-        one ``log_conditionals`` evaluation (``scores_blocks``).  A speculation answer is the
-        case of equal prefix lengths, a block's scoring the case ``prefix_lengths = steps``."""
+    def score_and_query(
+        self, x: AnyOrderState, steps: Array, k: Array, num_rows: int
+    ) -> tuple[Array, Array]:
+        """One evaluation of a round (``scores_blocks``): the target rows of ``steps`` (row
+        ``j`` the conditional of the site of step ``steps[j]`` given the sites fixed before
+        it), ``[L, q]``, and the speculation answer ``query(x, k, num_rows)``.  An
+        order-dependent oracle answers both in one ``log_conditionals`` call (the answer's rows
+        are its last ``num_rows`` rows, all of prefix length ``k``); an oracle with a set form
+        answers the scoring rows with ``log_conditionals`` and the answer with one
+        ``log_marginals`` evaluation (the ``num_rows`` rows of one prefix at the cost of one)."""
         positions = jnp.minimum(self.num_observed + steps, self.num_positions - 1)
-        return self.oracle.log_conditionals(
-            x.values, x.rank, x.order[positions], self.num_observed + prefix_lengths
+        prefix = self.num_observed + steps
+        if not self.oracle.depends_on_order:
+            rows = self.oracle.log_conditionals(x.values, x.rank, x.order[positions], prefix)
+            return rows, self.query(x, k, num_rows)
+        answer_positions = self._positions(k, num_rows)
+        answer_prefix = jnp.full((num_rows,), self.num_observed + k, jnp.int32)
+        rows = self.oracle.log_conditionals(
+            x.values,
+            x.rank,
+            x.order[jnp.concatenate([positions, answer_positions])],
+            jnp.concatenate([prefix, answer_prefix]),
         )
+        return rows[: steps.shape[0]], rows[steps.shape[0] :]
 
     def rows_defect(
         self, x: AnyOrderState, steps: Array, rows: Array, valid: Array
     ) -> tuple[Array, Array, Array]:
-        """``(code, site, row)`` of the first defect of the rows :meth:`score_rows` answered
+        """``(code, site, row)`` of the first defect of the scoring rows of
+        :meth:`score_and_query`
         (only the ``valid`` ones are checked; code 0: none), see
         :func:`~numpyro_autospec.oracles._validation.log_marginals_defect`."""
         checked = jnp.where(valid[:, None], rows, -jnp.log(jnp.float32(self.num_categories)))

@@ -161,6 +161,19 @@ class BlockScoringProcess(Process, Protocol):
         """The reduced answers of steps ``a..a+num_rows-1`` (leading axis ``num_rows``), each
         given its own prefix, in one oracle evaluation."""
 
+    def score_and_query(
+        self, x: State, steps: Array, k: Array, num_rows: int
+    ) -> tuple[Reduced, Answer]:
+        """What one oracle evaluation of the engine's round answers: the reduced answers of
+        ``steps`` (each given its own prefix, as :meth:`score_block`'s rows) and
+        ``query(x, k, num_rows)``."""
+
+    def rows_defect(
+        self, x: State, steps: Array, rows: Reduced, valid: Array
+    ) -> tuple[Array, Array, Array]:
+        """``(code, row, index)`` of the first defect among the ``valid`` rows of
+        :meth:`score_and_query` (code 0: none)."""
+
 
 @runtime_checkable
 class BoundedSpeculationProcess(Process, Protocol):

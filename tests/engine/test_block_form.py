@@ -24,8 +24,9 @@ import numpy as np
 import pytest
 
 from numpyro_autospec import reference
-from numpyro_autospec.config import SamplerConfig
+from numpyro_autospec.config import Capacity, SamplerConfig
 from numpyro_autospec.engine import run
+from numpyro_autospec.engine._plan import plan
 from numpyro_autospec.errors import OracleError
 from numpyro_autospec.oracles import (
     AnyOrderOracle,
@@ -192,6 +193,34 @@ def test_block_scoring_needs_fewer_evaluations_than_single_steps():
     assert np.all(np.asarray(block.queries) <= n)  # at most one evaluation per site
     assert np.asarray(block.queries).mean() < np.asarray(single.queries).mean() / 4
     assert np.all(np.asarray(block.conditionals) >= n)
+
+
+class ShapeRecorder(LastSiteTilted):
+    """The order-dependent oracle, recording the number of rows of every traced call."""
+
+    def __init__(self, table: TableOracle, tilt: float) -> None:
+        super().__init__(table, tilt)
+        self.rows: list[int] = []
+
+    def log_conditionals(self, x, ranks, sites, prefix_lengths):
+        self.rows.append(sites.shape[0])
+        return super().log_conditionals(x, ranks, sites, prefix_lengths)
+
+
+def test_an_order_aware_oracle_answers_a_round_in_one_call():
+    """An order-dependent oracle scores a block and answers the next speculation in one
+    ``log_conditionals`` call: the engine's program calls it with the scoring rows and the
+    answer's rows together, never with the scoring rows alone (the plan's shape evaluations
+    ask for an answer of ``R`` rows).  A scoring call beside an answer call would traverse a
+    network twice per round."""
+    oracle = ShapeRecorder(random_table(3), tilt=1.0)
+    process = AnyOrderProcess(oracle, N, Q)
+    sizes = plan(process, SamplerConfig(), Capacity(), 1, jax.random.PRNGKey(0))
+    oracle.rows.clear()  # the process's signature check and the plan's shape evaluation
+    jax.jit(lambda key: run(process, key[None])).lower(jax.random.PRNGKey(0))
+    merged = sizes.unit_rows + sizes.answer_rows
+    assert merged in oracle.rows, oracle.rows
+    assert set(oracle.rows) <= {sizes.answer_rows, merged}, oracle.rows
 
 
 @pytest.mark.slow
