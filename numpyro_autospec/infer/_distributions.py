@@ -19,6 +19,7 @@ arXiv:2511.07869, 2025): exact draws in :math:`\tilde O(\sqrt n)` rounds instead
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -45,6 +46,18 @@ def _is_array_pytree(value) -> bool:
     return bool(leaves) and all(
         isinstance(leaf, jax.Array | np.ndarray | np.generic | float | int) for leaf in leaves
     )
+
+
+def parameters_probe(value, call: Callable[[], Array]) -> Array:
+    """A scalar computed from every parameter of an oracle or denoiser ``value``, for the
+    dependency tracking of ``AutospecKernel``: the sum of its leaves when it is a pytree of
+    arrays (its leaves are all it computes from, and summing them traces nothing of the
+    network), else ``call()``, an abstract evaluation of it (a plain function may close over
+    anything)."""
+    if _is_array_pytree(value):
+        leaves = [jnp.ravel(jnp.asarray(leaf, jnp.float32)) for leaf in jax.tree.leaves(value)]
+        return jnp.sum(jnp.concatenate(leaves))
+    return call()
 
 
 def _oracle_label(oracle) -> str:
@@ -327,10 +340,14 @@ class AnyOrderAR(OracleDistribution):
 
     def dependency_probe(self) -> Array:
         n = self.num_positions
-        steps = jnp.arange(n, dtype=jnp.int32)
-        oracle = as_oracle(self.oracle, n, self.num_categories)
-        answer = oracle.log_conditionals(jnp.zeros(n, jnp.int32), steps, steps, steps)
-        probe = jnp.sum(jnp.where(jnp.isfinite(answer), answer, 0.0))
+
+        def call() -> Array:
+            steps = jnp.arange(n, dtype=jnp.int32)
+            oracle = as_oracle(self.oracle, n, self.num_categories)
+            answer = oracle.log_conditionals(jnp.zeros(n, jnp.int32), steps, steps, steps)
+            return jnp.sum(jnp.where(jnp.isfinite(answer), answer, 0.0))
+
+        probe = parameters_probe(self.oracle, call)
         if self.observed is not None:
             probe = probe + jnp.sum(self.observed)
         return probe

@@ -257,6 +257,9 @@ def inspect_model(
                         f"site depends on a latent site: {type(error).__name__}: "
                         f"{first_line(error)}"
                     ) from error
+                # untraceable: every oracle site may depend on every latent site (its draws
+                # are then never pooled across chains whose latent values differ)
+                dependencies = {name: set(latent_values) - {name} for name in oracle_sites}
     for observed in observed_sites:
         parents = sorted(dependencies.get(observed, set()) & set(latent_values), key=order.get)
         if not parents:

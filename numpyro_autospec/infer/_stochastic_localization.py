@@ -12,7 +12,7 @@ from jax import Array
 from numpyro.distributions import constraints
 
 from numpyro_autospec.errors import positive_integer
-from numpyro_autospec.infer._distributions import OracleDistribution
+from numpyro_autospec.infer._distributions import OracleDistribution, parameters_probe
 
 __all__ = ["StochasticLocalization"]
 
@@ -121,7 +121,10 @@ class StochasticLocalization(OracleDistribution):
 
     def dependency_probe(self) -> Array:
         t_max = jnp.asarray(self.times[-1], jnp.float32)
-        return jnp.sum(self.denoiser(t_max, jnp.zeros(self.dim))) + 0.0 * jnp.sum(self.times)
+        probe = parameters_probe(
+            self.denoiser, lambda: jnp.sum(self.denoiser(t_max, jnp.zeros(self.dim)))
+        )
+        return probe + 0.0 * jnp.sum(self.times)
 
     def log_prob(self, value: Array) -> Array:
         raise NotImplementedError(

@@ -144,6 +144,40 @@ def test_traced_oracles_are_pytrees_with_their_parameters_as_leaves():
     assert len(jax.tree.leaves(ising)) == 2
 
 
+def test_the_kernel_finds_the_latent_sites_a_pytree_oracle_depends_on(monkeypatch):
+    """An oracle that is a pytree of arrays depends on the latent sites its leaves depend on,
+    found from the leaves without evaluating the oracle's conditionals while the dependencies
+    are tracked (a network is not traced again at every ``MCMC.run``); its own parameters
+    given as constants make it depend on none."""
+    from numpyro_autospec.infer import _inspection, inspect_model
+
+    def fail(*args):
+        raise AssertionError("the oracle was called to track dependencies")
+
+    def provenance_without_oracle_calls(*args, **kwargs):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(CurieWeissOracle, "log_conditionals", fail)
+            return eval_provenance(*args, **kwargs)
+
+    eval_provenance = _inspection.eval_provenance
+    monkeypatch.setattr(_inspection, "eval_provenance", provenance_without_oracle_calls)
+    betas = jnp.asarray(BETAS, jnp.float32)
+    assert inspect_model(two_beta_model, (betas,)).oracle_parents == {"x": ("ordered",)}
+
+    def constant_beta():
+        numpyro.sample("ordered", dist.Bernoulli(0.5))
+        numpyro.sample("x", AnyOrderAR(CurieWeissOracle(N, beta=0.5), N, 2))
+
+    assert inspect_model(constant_beta).oracle_parents == {"x": ()}
+
+    def untraceable(*args, **kwargs):
+        raise TypeError("no tracing today")
+
+    # a model whose dependencies cannot be tracked depends on every earlier latent site
+    monkeypatch.setattr(_inspection, "eval_provenance", untraceable)
+    assert inspect_model(constant_beta).oracle_parents == {"x": ("ordered",)}
+
+
 def test_traced_parameters_are_not_checked_or_clipped_and_concrete_ones_are():
     def answer(beta):
         return CurieWeissOracle(4, beta=beta)(jnp.zeros(4, jnp.int32), jnp.zeros(4, bool))
