@@ -47,7 +47,7 @@ from numpyro_autospec.processes import AnyOrderProcess
 from support.scripts import script_parser
 
 METHODS = ("autospec", "sequential", "kv-cache")
-KNOBS = ("window", "window_growth", "floor", "fallback", "block_size", "lookahead")
+KNOBS = ("window", "window_growth", "floor", "fallback", "block_size")
 
 
 def load_example():
@@ -211,14 +211,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     option("--num-steps", type=int, default=900, help="training steps (example)")
     option("--spans", type=int, nargs="+", default=[64, 128, 256], help="free sites")
     option("--num-windows", type=int, default=3, help="held-out windows per span")
-    option("--draws", type=int, default=2, help="draws per window and method")
+    option("--draws", type=int, default=8, help="draws per window and method")
     option("--seed", type=int, default=0, help="seed of the window choice")
     option("--cache-dir", default=None, help="checkpoint cache (example default)")
     option("--out", default=RESULTS, help="table, CSV, plot")
-    for knob in KNOBS[:-1]:
+    for knob in KNOBS:
         option(f"--{knob.replace('_', '-')}", type=int, default=None, help="SamplerConfig knob")
-    lookahead = "SamplerConfig.lookahead (None: the config's)"
-    option("--lookahead", action=argparse.BooleanOptionalAction, default=None, help=lookahead)
     return parser.parse_args(argv)
 
 

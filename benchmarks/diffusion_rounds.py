@@ -22,10 +22,10 @@ Both run on :func:`~numpyro_autospec.processes.default_times` (``t_max = 1000``)
 Root block size (``--block-sizes``): ``none`` is the paper as written (one recursion on the
 whole path), ``Cs`` (for example ``2s``) recursion blocks of ``round(C sqrt(N))`` steps left to
 right, an integer a fixed block size.  ``--growth`` sets the residual batch growth
-:math:`\\rho` (batch ``r`` runs :math:`\\lceil (1+\\rho)^r \\rceil` trials), ``--leaf-sizes``
-the blocks sampled step by step, ``--speculation-variances`` the speculated drift: frozen (the
-paper), the linear response of a Gaussian of variance :math:`s^2` (the mixture's components
-have :math:`s^2 = 0.01`) or of the denoiser's posterior covariance (its help).  Every setting
+:math:`\\rho` (batch ``r`` runs :math:`\\lceil (1+\\rho)^r \\rceil` trials),
+``--speculation-variances`` the speculated drift: frozen (the paper), the linear response of
+a Gaussian of variance :math:`s^2` (the mixture's components have :math:`s^2 = 0.01`) or of
+the denoiser's posterior covariance (its help).  Every setting
 is exact; they trade rounds against queries.
 
 Each draw runs alone in its compiled call (``--draws-per-call 1``, the default), so that its
@@ -64,7 +64,7 @@ from support.scripts import script_parser
 
 TARGETS = ("digits", "mixture")
 FIELDS = [
-    "target", "dim", "n", "speculation", "block", "growth", "leaf", "num_slots", "draws",
+    "target", "dim", "n", "speculation", "block", "growth", "num_slots", "draws",
     "mean_rounds", "se_rounds", "median_rounds", "p90_rounds", "max_rounds", "mean_queries",
     "queries_per_n",
     "sequential_rounds", "speedup",
@@ -83,12 +83,10 @@ def resolve_block(spec: str, n: int) -> int | None:
     return max(1, min(n, int(spec)))
 
 
-def sampler_config(block: str, growth: float, n: int, leaf: int = 1) -> SamplerConfig:
-    """The paper's recursion (explicitly, whatever the package default) with this root block,
-    residual growth and leaf size."""
-    return SamplerConfig(
-        method="autospec", block_size=resolve_block(block, n), growth=growth, leaf_size=leaf
-    )
+def sampler_config(block: str, growth: float, n: int) -> SamplerConfig:
+    """The paper's recursion (explicitly, whatever the package default) with this root block
+    and residual growth."""
+    return SamplerConfig(method="autospec", block_size=resolve_block(block, n), growth=growth)
 
 
 def engine_capacity(
@@ -106,12 +104,12 @@ def engine_capacity(
 # --------------------------------------------------------------------------- measuring
 def measure(
     target, n, block, growth, draws, *, seed=0, draws_per_call=1, memory_budget=1 << 30,
-    num_slots=None, leaf=1, speculation="none",
+    num_slots=None, speculation="none",
 ) -> dict:  # fmt: skip
     """The CSV row (without its commit) of ``draws`` engine draws in calls of ``draws_per_call``
     (one compilation)."""
     process = make_diffusion(target, n, speculation)
-    config = sampler_config(block, growth, n, leaf)
+    config = sampler_config(block, growth, n)
     capacity = engine_capacity(process, memory_budget, num_slots)
     calls = math.ceil(draws / draws_per_call)
     keys = jax.random.split(jax.random.PRNGKey(seed + n), calls * draws_per_call)
@@ -135,7 +133,6 @@ def measure(
         "speculation": speculation,
         "block": block,
         "growth": growth,
-        "leaf": leaf,
         "num_slots": slots,
         "draws": rounds.size,
         "mean_rounds": round(rounds.mean(), 2),
@@ -155,7 +152,7 @@ def measure(
 def setting(row: dict) -> str:
     return (
         f"s2={row['speculation']},block={row['block']},growth={float(row['growth']):g},"
-        f"leaf={row['leaf']},slots={row['num_slots']}"
+        f"slots={row['num_slots']}"
     )
 
 
@@ -224,9 +221,9 @@ def main(args: argparse.Namespace) -> list[dict]:
     write_csv(csv_path, [], FIELDS)
     options = ("seed", "draws_per_call", "memory_budget", "num_slots")
     common = {name: getattr(args, name) for name in options}
-    grid = ("targets", "sizes", "block_sizes", "growth", "leaf_sizes", "speculation_variances")
-    for target, n, block, growth, leaf, spec in itertools.product(*map(vars(args).get, grid)):
-        row = measure(target, n, block, growth, args.draws, leaf=leaf, speculation=spec, **common)
+    grid = ("targets", "sizes", "block_sizes", "growth", "speculation_variances")
+    for target, n, block, growth, spec in itertools.product(*map(vars(args).get, grid)):
+        row = measure(target, n, block, growth, args.draws, speculation=spec, **common)
         rows.append(row | {"commit": commit})
         append_csv(csv_path, rows[-1], FIELDS)
         print(table(rows[-1:]).splitlines()[1], flush=True)
@@ -249,8 +246,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     blocks = "root block sizes: none (whole path), Cs (C sqrt(N)) or integers"
     option("--block-sizes", nargs="+", default=["none"], help=blocks)
     option("--growth", type=float, nargs="+", default=[1.0], help="rho values")
-    leaves = "leaf sizes: blocks of at most this many steps are sampled step by step"
-    option("--leaf-sizes", type=int, nargs="+", default=[1], help=leaves)
     variances = (
         "none (the drift frozen over a block, the paper), s^2 of the linear-response "
         "speculation (DiffusionProcess speculation_variance), posterior (the posterior "

@@ -117,7 +117,7 @@ def sampler_config(config: str, n: int):
     """Engine config for a name: ``autospec:`` is the default root (block-verified windows with
     recursion fallback), ``paper:`` / ``paper:block=8s`` the paper's root (``root_windows=False``),
     ``assd:k=256`` / ``block:k=1024`` the peers; knobs ``window``, ``floor``, ``fallback``,
-    ``min_window``, ``max_window``, ``window_growth``, ``growth``, ``leaf``, ``lookahead``."""
+    ``min_window``, ``max_window``, ``window_growth``, ``growth``."""
     method, knobs = parse_config(config)
     size = knobs.get("k", knobs.get("block"))
     sized = ("window", "floor", "fallback", "min_window", "max_window")
@@ -129,9 +129,7 @@ def sampler_config(config: str, n: int):
     return SamplerConfig(
         method=method,
         block_size=resolve_size(size, n),
-        leaf_size=int(knobs.get("leaf", 1)),
         growth=float(knobs["growth"]) if "growth" in knobs else None,  # None: per process
-        lookahead=bool(int(knobs.get("lookahead", 1))),
         **extra,
     )
 

@@ -14,7 +14,7 @@ row where the oracle scores blocks).
     .venv/bin/python benchmarks/seconds.py                      # every case, table + CSV + plot
     .venv/bin/python benchmarks/seconds.py --cases cw-4096 mlp-256
     .venv/bin/python benchmarks/seconds.py --memory --cases cw-16384 potts-1024-q512
-    .venv/bin/python benchmarks/seconds.py --cases cw-4096 --configs autospec: autospec:leaf=2
+    .venv/bin/python benchmarks/seconds.py --cases cw-4096 --configs autospec: autospec:floor=4
 
 ``--configs`` times several engine configurations (``benchmarks/rounds.py``'s notation) against
 one sequential measurement per case, in the same process: one row per case and configuration;
@@ -257,7 +257,7 @@ if __name__ == "__main__":
     option("--cases", nargs="+", default=list(CASES), choices=CASES, help=cases)
     configs = (
         "engine configs in benchmarks/rounds.py's notation ('autospec:' is the default, "
-        "'autospec:window_growth=2,leaf=2' changes two knobs, 'autospec:lanes=4' advances "
+        "'autospec:window_growth=2,floor=4' changes two knobs, 'autospec:lanes=4' advances "
         "four slots per pass), each timed against the same sequential run"
     )
     option("--configs", nargs="+", default=["autospec:"], help=configs)

@@ -9,8 +9,8 @@ policy (static sizes) resolved from a :class:`SamplerConfig` and the number of s
   steps from the speculation, score it in one round and keep the longest valid prefix plus one
   corrected step by token or block verification;
 * **recursion blocks** (``autospec``, ``sequential``): sample a block exactly by the paper's
-  recursive speculative rejection sampling (docs/algorithm.md, section 3; a block no larger than the
-  leaf size is sampled step by step).
+  recursive speculative rejection sampling (docs/algorithm.md, section 3; a block of one step is
+  sampled from its conditional).
 
 The default ``autospec`` root on discrete processes combines both: windows verified with block
 verification (Sun et al., *Block Verification Accelerates Speculative Decoding*, ICLR 2025),
@@ -78,15 +78,10 @@ class SamplerConfig(NamedTuple):
         it saves the rounds wasted on speculations that almost never accept, whose TV distance
         to the target grows like :math:`|S|/\\sqrt{N}`).  ``None``: the whole sequence (the
         paper as written).
-    leaf_size:
-        blocks of at most this many steps are sampled sequentially (paper: 1).
     growth:
         residual batch ``r`` runs :math:`\\lceil (1+\\rho)^r \\rceil` trials in parallel.
         ``None``: 1 on discrete processes, :data:`DIFFUSION_GROWTH` (3) on processes without
         discrete steps (diffusion).
-    lookahead:
-        also query the step right after a block in its scoring round, so that an accepted block
-        hands the next block its speculation query for free (one query, zero rounds).
     root_windows:
         ``autospec`` only: verified windows at the root with recursion blocks as fallback (the
         module docstring).  ``None``: when the process has discrete steps (a
@@ -121,9 +116,7 @@ class SamplerConfig(NamedTuple):
 
     method: str = "autospec"
     block_size: int | None = None
-    leaf_size: int = 1
     growth: float | None = None
-    lookahead: bool = True
     root_windows: bool | None = None
     window: int | None = None
     window_growth: int = 8
@@ -139,7 +132,6 @@ class SamplerConfig(NamedTuple):
         self.validate()
         if self.method == "sequential":
             return RootPolicy(None, n, 0, n, n, 0, n, n)
-        leaf = max(1, int(self.leaf_size))
         growth = self.residual_growth(discrete)
         if self.method in ("assd", "block"):
             if not discrete:
@@ -149,7 +141,7 @@ class SamplerConfig(NamedTuple):
                 )
             k = _scaled(self.block_size, 2.0, n)
             rule = "token" if self.method == "assd" else "block"
-            return RootPolicy(rule, k, 0, k, k, 0, 0, leaf, growth)
+            return RootPolicy(rule, k, 0, k, k, 0, 0, 1, growth)
         windows = discrete if self.root_windows is None else bool(self.root_windows)
         if windows and not discrete:
             raise ConfigError(
@@ -157,7 +149,7 @@ class SamplerConfig(NamedTuple):
             )
         if not windows:
             block = n if self.block_size is None else max(1, min(int(self.block_size), n))
-            return RootPolicy(None, block, 0, block, block, 0, block, leaf, growth)
+            return RootPolicy(None, block, 0, block, block, 0, block, 1, growth)
         min_window = _scaled(self.min_window, 1.0, n)
         max_window = n if self.max_window is None else max(1, min(int(self.max_window), n))
         min_window = min(min_window, max_window)
@@ -170,7 +162,7 @@ class SamplerConfig(NamedTuple):
             max_window=max_window,
             floor=0 if self.floor == 0 else _scaled(self.floor, 0.25, n),
             recursion_block=(block := _scaled(self.fallback, 0.5, n)),
-            leaf_size=leaf,
+            leaf_size=1,
             growth=growth,
         )
 
@@ -196,8 +188,6 @@ class SamplerConfig(NamedTuple):
             raise ConfigError(f"floor must be >= 0 or None, got {self.floor}")
         if int(self.window_growth) < 0 or int(self.window_growth) != self.window_growth:
             raise ConfigError(f"window_growth must be an integer >= 0, got {self.window_growth}")
-        if int(self.leaf_size) < 1:
-            raise ConfigError(f"leaf_size must be >= 1, got {self.leaf_size}")
         if self.growth is not None and not (self.growth > 0 and math.isfinite(self.growth)):
             raise ConfigError(f"growth must be a positive number, got {self.growth}")
         return self

@@ -26,7 +26,7 @@ Reuse of queries (exact: the oracle is a deterministic function of the prefix):
   query of the left half of every residual trial (same prefix);
 * the trial's target log-density is the sum of its halves' (already computed while sampling
   them), so accepting a trial needs no extra round;
-* with ``lookahead`` the scoring round also queries the step right after the block, which an
+* the scoring round also queries the step right after the block (the *lookahead*), which an
   accepted block hands to the next block as its speculation query.
 
 """
@@ -198,7 +198,7 @@ class _Sampler:
         self.leaf = self.policy.leaf_size
 
     def _wants_lookahead(self, end: int) -> bool:
-        return self.config.lookahead and (end < self.n or (end == self.n and self.final_query))
+        return end < self.n or (end == self.n and self.final_query)
 
     # ---------------------------------------------------------------- SAMPLE(x, a, m)
     def sample_block(self, key, x, a: int, m: int, answer) -> _Result:

@@ -60,7 +60,6 @@ class Plan(NamedTuple):
     window_size: int  # W: rows of a root's verification buffer (1: no windows)
     chunk: int  # units per batched oracle call
     max_units: int  # units per round
-    lookahead: bool
     final_query: bool
     depth: np.ndarray  # depth[m]: nesting levels of residual trials below a block of m steps
     batch_sizes: np.ndarray  # trials of residual batch r
@@ -197,7 +196,6 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         window_size=window_size,
         chunk=chunk,
         max_units=max_units,
-        lookahead=bool(config.lookahead),
         final_query=bool(process.final_query),
         depth=depth,
         batch_sizes=batch_sizes,

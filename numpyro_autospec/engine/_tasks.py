@@ -79,9 +79,9 @@ class RootBlock(NamedTuple):
 
 
 def wants_lookahead(plan: Plan, end: Array) -> Array:
-    """Whether a block ending at ``end`` also queries the step right after it."""
-    if not plan.lookahead:
-        return jnp.zeros(jnp.shape(end), bool)
+    """Whether a block ending at ``end`` also queries the step right after it (the
+    lookahead: every block but the last, and the last where the process needs a final
+    query)."""
     return (end < plan.num_steps) | ((end == plan.num_steps) & plan.final_query)
 
 
