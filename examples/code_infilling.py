@@ -29,7 +29,7 @@ code_infilling.py`` measures the same three at ``n = 256``.
 
 Run::
 
-    python examples/code_infilling.py                     # trains once (8 min), then ~90 s
+    python examples/code_infilling.py                     # trains once (2 min), then ~20 s
     python examples/code_infilling.py --num-steps 3000 --model-size 128   # a better model
     python examples/code_infilling.py --num-positions 256   # benchmarks/code_infilling.py's model
 """
