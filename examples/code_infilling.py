@@ -319,7 +319,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--eval-sequences", type=int, default=256, help="held-out windows scored")
     parser.add_argument("--num-examples", type=int, default=3, help="held-out windows infilled")
     parser.add_argument("--span-length", type=int, default=32, help="masked characters per window")
-    parser.add_argument("--num-draws", type=int, default=2, help="draws per window and method")
+    parser.add_argument("--num-draws", type=int, default=8, help="draws per window and method")
     add_common_options(
         parser,
         seed_help="seed of training and sampling",
