@@ -257,8 +257,7 @@ class AnyOrderProcess:
         self, x: AnyOrderState, steps: Array, rows: Array, valid: Array
     ) -> tuple[Array, Array, Array]:
         """``(code, site, row)`` of the first defect of the scoring rows of
-        :meth:`score_and_query`
-        (only the ``valid`` ones are checked; code 0: none), see
+        :meth:`score_and_query` (only the ``valid`` ones are checked; code 0: none), see
         :func:`~numpyro_autospec.oracles._validation.log_marginals_defect`."""
         checked = jnp.where(valid[:, None], rows, -jnp.log(jnp.float32(self.num_categories)))
         code, row = log_marginals_defect(checked, ~valid)
