@@ -112,7 +112,6 @@ class Item(NamedTuple):
     draw: Array
     is_window: Array  # a root window: its rows go to the verification buffer
     spec_at: Array
-    spec_rows: Array
     has_spec: Array
     destination: Array
 
@@ -130,7 +129,6 @@ def _items(plan: Plan, meta: Meta, need: Demand, cumulative: Array) -> Array:
             draw=meta.draw,
             is_window=(slots < plan.num_draws) & (meta.verifying == 1),
             spec_at=need.spec_at,
-            spec_rows=need.spec_rows,
             has_spec=need.has_spec,
             destination=need.destination,
         )
