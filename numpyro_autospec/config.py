@@ -1,29 +1,17 @@
-"""Tuning knobs of the samplers.  None of them changes the law of the output (every setting is
-an exact sampler); they trade rounds against queries.
+"""Tuning knobs of the samplers: none changes the law of the output (every setting is an exact
+sampler); they trade rounds against queries.
 
-The root of a draw (the driver that walks the steps ``0..N-1`` left to right) follows a root
-policy (static sizes) resolved from a :class:`SamplerConfig` and the number of steps
-(:meth:`SamplerConfig.root_policy`):
-
-* **windows** (``autospec`` on discrete processes, ``assd``, ``block``): draft a window of
-  steps from the speculation, score it in one round and keep the longest valid prefix plus one
-  corrected step by token or block verification;
-* **recursion blocks** (``autospec``, ``sequential``): sample a block exactly by the paper's
-  recursive speculative rejection sampling (docs/algorithm.md, section 3; a block of one step is
-  sampled from its conditional).
-
-The default ``autospec`` root on discrete processes combines both: windows verified with block
-verification (Sun et al., *Block Verification Accelerates Speculative Decoding*, ICLR 2025),
-whose size adapts to the advance observed so far in the draw, and whenever a window advanced
-fewer than ``floor`` steps, a recursion block of ``fallback`` steps.  Every continuation of a
-verified prefix by an exact sampler of :math:`\\mu(\\cdot \\mid \\text{prefix})` is exact, and
-every choice (window size, whether to recurse) depends on the past of the draw only, so the
-combination is exact.  It keeps the paper's worst case: when verification keeps little, the
-root alternates a window (at most two rounds) with a recursion block of
-:math:`\\approx\\sqrt{N}/2` steps, the regime in which the paper's speculation accepts with
-constant probability (TV :math:`\\approx |S|/\\sqrt{N}`), so :math:`O(\\sqrt N)` iterations of
-:math:`\\tilde O(1)` rounds each.  On near-product targets it is as fast as block
-verification with the best window (see ``benchmarks/rounds.py``).
+A draw's root walks the steps ``0..N-1`` left to right by a root policy of static sizes
+(:meth:`SamplerConfig.root_policy`): **windows** draft steps from the speculation, score them in
+one round and keep the longest valid prefix plus one corrected step (``assd``, ``block``);
+**recursion blocks** run the paper's recursive speculative rejection sampling (docs/algorithm.md,
+section 3; ``autospec``, ``sequential``).  The default ``autospec`` root on discrete processes
+mixes both: windows verified by block verification (Sun et al., *Block Verification Accelerates
+Speculative Decoding*, ICLR 2025) and a recursion block after a window that advanced little.  It is
+exact (a verified prefix continued by an exact sampler of :math:`\\mu(\\cdot \\mid \\text{prefix})`,
+each choice depending on the draw's past only) and keeps the paper's worst case: recursion blocks
+of :math:`\\approx\\sqrt{N}/2` steps, whose speculation accepts with constant probability (TV
+:math:`\\approx |S|/\\sqrt{N}`), give :math:`O(\\sqrt N)` iterations of :math:`\\tilde O(1)` rounds.
 """
 
 from __future__ import annotations
@@ -39,21 +27,16 @@ from numpyro_autospec.errors import ConfigError
 __all__ = ["METHODS", "Capacity", "SamplerConfig"]
 
 #: ``autospec``: recursive speculative rejection sampling (the paper), by default with
-#: block-verified windows at the root (see the module docstring);
-#: ``assd``: self-speculative decoding with site-by-site (token) verification (the peer);
-#: ``block``: self-speculative decoding with block verification (Sun et al. 2025);
-#: ``sequential``: one step per round.
+#: block-verified root windows; ``assd``/``block``: self-speculative decoding with token/block
+#: verification; ``sequential``: one step per round.
 METHODS = ("autospec", "assd", "block", "sequential")
 
 #: verification rules of root windows
 RULES = ("token", "block")
 
-#: default residual growth :math:`\rho` on processes without discrete steps (diffusion):
-#: batches of 1, 4, 16, ... trials.  A rejected block of small total variation :math:`\delta`
-#: needs about :math:`1/\delta` trials; :math:`\rho = 3` reaches them in half the batches of
-#: :math:`\rho = 1`, and every batch waits for its slowest trial (mean rounds -27%, p90 -41% on
-#: the mixture at N = 1024: ``benchmarks/diffusion_rounds.py --targets mixture --sizes 1024
-#: --growth 1 3``)
+#: default residual growth :math:`\rho` without discrete steps (diffusion): a rejected block of
+#: small TV :math:`\delta` needs about :math:`1/\delta` trials, reached in half the batches of
+#: :math:`\rho = 1` (``benchmarks/diffusion_rounds.py``)
 DIFFUSION_GROWTH = 3.0
 
 
@@ -73,37 +56,26 @@ class SamplerConfig(NamedTuple):
         one of :data:`METHODS`.
     block_size:
         ``assd``/``block``: the draft window (default ``2 sqrt(N)``).  ``autospec`` without
-        root windows: the root is processed left to right in recursion blocks of at most this
-        many steps (exact, since :math:`\\mu_{[a,c)} = \\mu_{[a,b)}\\,\\mu_{[b,c)\\mid[a,b)}`;
-        it saves the rounds wasted on speculations that almost never accept, whose TV distance
-        to the target grows like :math:`|S|/\\sqrt{N}`).  ``None``: the whole sequence (the
-        paper as written).
+        root windows: recursion blocks of at most this many steps, left to right (exact:
+        :math:`\\mu_{[a,c)} = \\mu_{[a,b)}\\,\\mu_{[b,c)\\mid[a,b)}`); ``None``: the whole sequence.
     growth:
         residual batch ``r`` runs :math:`\\lceil (1+\\rho)^r \\rceil` trials in parallel.
-        ``None``: 1 on discrete processes, :data:`DIFFUSION_GROWTH` (3) on processes without
-        discrete steps (diffusion).
+        ``None``: 1 on discrete processes, :data:`DIFFUSION_GROWTH` (3) otherwise.
     root_windows:
-        ``autospec`` only: verified windows at the root with recursion blocks as fallback (the
-        module docstring).  ``None``: when the process has discrete steps (a
-        :class:`~numpyro_autospec.processes.DiscreteStepProcess`; token and block
-        verification need explicit per-step distributions), else the paper's root.
+        ``autospec`` only: verified root windows, recursion blocks as fallback.  ``None``: on a
+        :class:`~numpyro_autospec.processes.DiscreteStepProcess`, else the paper's root.
     window:
         first root window (default ``4 sqrt(N)``).
     window_growth:
         next window = ``window_growth`` x mean advance per window (``0``: fixed windows).
     min_window, max_window:
-        window bounds (defaults ``sqrt(N)`` and ``N``).  A window's speculation answers
-        ``max_window`` rows, so on a CPU, where a draw's seconds follow the rows it computes,
-        ``max_window`` near ``8 sqrt(N)`` takes more rounds and fewer seconds (docs/numpyro.md,
-        "Methods, chains, warmup").
+        window bounds (defaults ``sqrt(N)`` and ``N``).
     floor:
         recurse after a window that advanced fewer steps (default ``sqrt(N) / 4``).
     fallback:
         size of the recursion block after such a window (default ``sqrt(N) / 2``).
 
-    The defaults were chosen with ``benchmarks/rounds.py`` (see ``docs/benchmarks.md``).
-
-    Example: every configuration draws from the same law; a bad value is refused.
+    Every configuration draws from the same law; a bad value is refused.
 
     >>> SamplerConfig(window=64).root_policy(1024).first_window
     64
@@ -126,8 +98,7 @@ class SamplerConfig(NamedTuple):
     fallback: int | None = None
 
     def root_policy(self, num_steps: int, discrete: bool = True) -> RootPolicy:
-        """Resolve the root's sizes for a process of ``num_steps`` steps (``discrete``: the
-        process has discrete steps, which token and block verification need)."""
+        """The root's sizes for ``num_steps`` steps of a process (``discrete`` or not)."""
         n = max(1, int(num_steps))
         self.validate()
         if self.method == "sequential":
@@ -154,25 +125,14 @@ class SamplerConfig(NamedTuple):
         max_window = n if self.max_window is None else max(1, min(int(self.max_window), n))
         min_window = min(min_window, max_window)
         first = max(min_window, min(_scaled(self.window, 4.0, n), max_window))
+        floor = 0 if self.floor == 0 else _scaled(self.floor, 0.25, n)
+        block = _scaled(self.fallback, 0.5, n)
         return RootPolicy(
-            rule="block",
-            first_window=first,
-            window_growth=int(self.window_growth),
-            min_window=min_window,
-            max_window=max_window,
-            floor=0 if self.floor == 0 else _scaled(self.floor, 0.25, n),
-            recursion_block=(block := _scaled(self.fallback, 0.5, n)),
-            leaf_size=1,
-            growth=growth,
+            "block", first, int(self.window_growth), min_window, max_window, floor, block, 1, growth
         )
 
     def residual_growth(self, discrete: bool = True) -> float:
-        """:math:`\\rho` of the residual batches: ``growth``, or by default 1 on discrete
-        processes and :data:`DIFFUSION_GROWTH` on the others.
-
-        >>> SamplerConfig().residual_growth(discrete=False), SamplerConfig().residual_growth()
-        (3.0, 1.0)
-        """
+        """:math:`\\rho` of residual batches: ``growth``, by default 1 if ``discrete`` else 3."""
         if self.growth is not None:
             return float(self.growth)
         return 1.0 if discrete else DIFFUSION_GROWTH
@@ -194,40 +154,32 @@ class SamplerConfig(NamedTuple):
 
 
 class Capacity(NamedTuple):
-    """Capacity limits of the engine.  They may delay work (more rounds) but never change the
-    draws.
+    """Capacity limits of the engine: they may delay work (more rounds), never change the draws.
 
     Attributes
     ----------
     num_slots:
-        trial slots: residual trials held at once, below the draws' roots.  Default: ``4 depth``
-        per draw (``depth``: nesting levels of residual trials below the largest recursion
-        block), at least 512 when the roots are made of recursion
-        blocks, capped by ``memory_budget``.
+        residual trials held at once below the draws' roots.  Default: ``4 depth`` per draw
+        (``depth``: nesting levels below the largest recursion block), at least 512 when the
+        roots are recursion blocks, capped by ``memory_budget``.
     max_queries:
-        oracle evaluations per round; the rest of a round's demand waits for the next round.
-        Default: no limit.
+        oracle evaluations per round (the rest waits for the next round).  Default: no limit.
     max_transitions:
-        tasks advanced per pass of the transitions.  Default: every task when the pool and
-        its slots are small (at most 64 slots, 64 kB in all), else two per draw, at most as
-        many as move about 1 MiB.
+        tasks advanced per pass of the transitions.  Default: every task when the pool is small
+        (at most 64 slots, 64 kB), else two per draw, moving at most about 1 MiB.
     chunk_size:
-        oracle evaluations per batched call of the round's loop: a round of ``U`` evaluations
-        makes ``ceil(U / chunk_size)`` calls of ``chunk_size`` lanes.  Default: from the
-        process's answer size (4 for a block-form oracle, 32 for one evaluation per query).
+        oracle evaluations per batched call: a round of ``U`` evaluations makes
+        ``ceil(U / chunk_size)`` calls.  Default: 4 for a block-form oracle, else 32.
     memory_budget:
         bytes the pool may use when sizes are chosen by default.
     mesh:
-        a :class:`jax.sharding.Mesh` over which every oracle call's batch is split
-        (:mod:`numpyro_autospec.engine._sharding`); ``None``: no sharding constraint.
+        a :class:`jax.sharding.Mesh` splitting every oracle call's batch (``None``: none).
 
-    Example: a starved pool takes more rounds, never other draws; a bad limit is refused.
+    A starved pool takes more rounds, never other draws; a bad limit is refused.
 
     >>> import jax
-    >>> from numpyro_autospec import engine
-    >>> from numpyro_autospec.oracles import CurieWeissOracle
-    >>> from numpyro_autospec.processes import AnyOrderProcess
-    >>> process = AnyOrderProcess(CurieWeissOracle(16, beta=1.0), 16, 2)
+    >>> from numpyro_autospec import engine, oracles, processes
+    >>> process = processes.AnyOrderProcess(oracles.CurieWeissOracle(16, beta=1.0), 16, 2)
     >>> keys = jax.random.split(jax.random.PRNGKey(0), 2)
     >>> ample = engine.run(process, keys)
     >>> starved = engine.run(process, keys, capacity=Capacity(num_slots=4, max_queries=1))

@@ -1,27 +1,12 @@
 """The package's exception types: one base class for every error it raises on bad input.
 
-Every error that numpyro-autospec raises because of what a user passed -- an oracle or denoiser
-that breaks its contract, a configuration, an observation, a time grid, a model it cannot draw
-exactly -- is an :class:`AutospecError`, so ``except AutospecError`` catches them all, also
-when a run fails inside its compiled program (the kernel and an eager engine run re-raise the
-failure as its type, and so does the output of your own ``jax.jit`` that returns the samples;
-docs/numpyro.md, "Errors inside the compiled program").  Each is also a
-:class:`ValueError`, the type Python code expects for a bad value.  The families:
-
-* :class:`ConfigError`: a sampler's knobs (:class:`~numpyro_autospec.config.SamplerConfig`,
-  :class:`~numpyro_autospec.engine.Capacity` and its mesh, a baseline's or a training loop's
-  options);
-* :class:`InputError`: data handed to the samplers (observed values and masks, orders, keys,
-  time grids -- :class:`~numpyro_autospec.errors.TimeGridError`, also a
-  ``DenoiserError`` --, sizes of a site, training data);
-* :class:`~numpyro_autospec.errors.OracleError` (and its
-  :class:`~numpyro_autospec.errors.DenoiserError`): an oracle, a denoiser or one of
-  their parameters or answers;
-* :class:`~numpyro_autospec.errors.UnsupportedModelError`: a model site that
-  :class:`~numpyro_autospec.infer.AutospecKernel` cannot draw exactly.
-
-Misuse of an API keeps Python's own types: a model that is not callable (:class:`TypeError`),
-a kernel's ``sample`` before its ``init`` (:class:`RuntimeError`).
+Every error raised because of what a user passed (an oracle, a configuration, an observation, a
+time grid, a model) is an :class:`AutospecError`, also a :class:`ValueError`, so ``except
+AutospecError`` catches them all, also when a run fails inside its compiled program
+(docs/numpyro.md, "Errors inside the compiled program").  Families: :class:`ConfigError`,
+:class:`InputError`, :class:`OracleError`, :class:`UnsupportedModelError`.  Misuse of an API
+raises Python's :class:`TypeError` (a model that is not callable) or :class:`RuntimeError` (a
+kernel's ``sample`` before its ``init``).
 
 Example
 -------
@@ -63,8 +48,8 @@ __all__ = [
 
 
 class AutospecError(ValueError):
-    """Base class of every error numpyro-autospec raises on bad input (a
-    :class:`ValueError`); its message names the site, the parameter, the shape or the value.
+    """Base class of every error raised on bad input; its message names the site, the
+    parameter, the shape or the value.
 
     >>> issubclass(ConfigError, AutospecError), issubclass(InputError, AutospecError)
     (True, True)
@@ -72,10 +57,8 @@ class AutospecError(ValueError):
 
 
 class ConfigError(AutospecError):
-    """A sampler's knobs are out of range or inconsistent: a
-    :class:`~numpyro_autospec.config.SamplerConfig`, a
-    :class:`~numpyro_autospec.engine.Capacity` (and its mesh), the options of a baseline or of
-    a training loop.
+    """A sampler's knobs (a ``SamplerConfig``, a ``Capacity`` and its mesh, the options of a
+    baseline or a training loop) are out of range or inconsistent.
 
     >>> from numpyro_autospec.config import SamplerConfig
     >>> SamplerConfig(block_size=0).validate()
@@ -86,16 +69,14 @@ class ConfigError(AutospecError):
 
 
 class InputError(AutospecError):
-    """Data given to a sampler is malformed: observed values out of the support, an observed
-    mask of the wrong shape or traced, an order that is not a permutation, keys of the wrong
-    shape, a bad time grid, a site's sizes, training data.
+    """Data given to a sampler is malformed: observed values or masks, an order, keys, a time
+    grid, a site's sizes, training data.
 
     >>> import numpy as np
-    >>> from numpyro_autospec.oracles import CurieWeissOracle
-    >>> from numpyro_autospec.processes import AnyOrderProcess
+    >>> from numpyro_autospec import oracles, processes
     >>> try:
-    ...     AnyOrderProcess(CurieWeissOracle(3, beta=1.0), 3, 2,
-    ...                     observed_mask=np.ones(2, bool), observed_values=np.zeros(3, int))
+    ...     processes.AnyOrderProcess(oracles.CurieWeissOracle(3, beta=1.0), 3, 2,
+    ...         observed_mask=np.ones(2, bool), observed_values=np.zeros(3, int))
     ... except InputError as error:
     ...     print(error)
     site 'x': observed_mask must be a bool array of shape (3,), got bool (2,)
@@ -103,70 +84,33 @@ class InputError(AutospecError):
 
 
 def positive_integer(value: object, label: str, error: type[AutospecError] = InputError) -> int:
-    """``value`` as an ``int`` if it is a positive integer (a Python or NumPy integer; a
-    ``bool``, a float such as ``2.0`` and a traced value are not), else ``error`` with the
-    message ``"{label} must be a positive integer, got {value!r}"``.  The one check of every
-    size and count the package takes (sites, categories, steps, layers, batch sizes).
-
-    >>> positive_integer(3, "num_steps")
-    3
-    >>> positive_integer(2.0, "fit: batch_size", ConfigError)
-    Traceback (most recent call last):
-    ...
-    numpyro_autospec.errors.ConfigError: fit: batch_size must be a positive integer, got 2.0
-    """
+    """``value`` as an ``int`` if it is a positive Python or NumPy integer (not a ``bool``, a
+    float or a traced value), else raise ``error``: the check of every size and count."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise error(f"{label} must be a positive integer, got {value!r}")
     return int(value)
 
 
 # -- defective oracle answers ----------------------------------------------------------------------
-# One vocabulary for defective oracle answers, shared by any-order oracles and denoisers.
-#
-# An oracle answer is checked inside the compiled sampler (pure :mod:`jax.numpy`, see
-# :func:`numpyro_autospec.oracles._validation.log_marginals_defect` and
-# :func:`numpyro_autospec.denoisers.denoiser_defect`) and reduced to an int32 code; the host then
-# turns the code into one readable error with :func:`raise_if_defect`.  The codes are the same for
-# both kinds of oracle:
-#
-# =========================  ====  ===========================================================
-# code                       int   meaning
-# =========================  ====  ===========================================================
-# :data:`DEFECT_OK`          0     no defect
-# :data:`DEFECT_NAN`         1     a NaN anywhere in the answer
-# :data:`DEFECT_INFINITE`    2     an infinity where none is legal: ``+inf`` in a row of
-#                                  log-probabilities (``-inf`` is the legal log-probability of
-#                                  an impossible value), any infinity in a denoiser output
-# :data:`DEFECT_UNNORMALIZED` 3    a row of log-probabilities whose logsumexp is not 0
-# :data:`DEFECT_TIME`        4     a denoiser called at a negative or non-finite time
-# =========================  ====  ===========================================================
-#
-# The generic check of the engine (NaN: 1, an infinity: 2) uses the same numbers.  The older
-# names :data:`DEFECT_OK` and :data:`DEFECT_INFINITE` are aliases of :data:`DEFECT_OK` and
-# :data:`DEFECT_INFINITE`.
+# int32 codes of defective answers of any-order oracles and denoisers, computed in the compiled
+# sampler and turned into one readable error by raise_if_defect on the host.
 
 DEFECT_OK = 0
 """Code of an answer without defect."""
 DEFECT_NAN = 1
 """Code of an answer with a NaN (in any row, pinned rows of log-marginals included)."""
 DEFECT_INFINITE = 2
-"""Code of an answer with an illegal infinity (``+inf`` in an unpinned row of log-marginals,
-any infinity in a denoiser output)."""
+"""Code of an illegal infinity: ``+inf`` (not ``-inf``) in an unpinned row of log-marginals,
+any infinity in a denoiser output."""
 DEFECT_UNNORMALIZED = 3
 """Code of an answer with an unpinned row whose logsumexp is not 0 (an all ``-inf`` row too)."""
 DEFECT_TIME = 4
 """Code of a denoiser called at a negative or non-finite time ``t``."""
 
-DEFECT_OK = DEFECT_OK
-"""Alias of :data:`DEFECT_OK` (the denoisers' former name)."""
-DEFECT_INFINITE = DEFECT_INFINITE
-"""Alias of :data:`DEFECT_INFINITE` (the any-order oracles' former name)."""
-
 
 class OracleError(AutospecError):
-    """An oracle (any-order oracle or denoiser) or one of its parameters breaks the contract:
-    shape, dtype, tracing, a non-finite parameter, NaN, an illegal infinity, an unnormalized
-    row, a bad time.
+    """An oracle (any-order oracle or denoiser), a parameter or an answer of it breaks the
+    contract: shape, dtype, tracing, a non-finite value, an unnormalized row, a bad time.
 
     Example
     -------
@@ -180,11 +124,8 @@ class OracleError(AutospecError):
 
 
 def first_line(error: BaseException) -> str:
-    """The first line of an exception's message (JAX errors run to many lines; the messages of
-    this package are one line).
+    """The first line of an exception's message (JAX errors run to many lines).
 
-    Example
-    -------
     >>> first_line(ValueError("shape (3,) is wrong\\nmore detail"))
     'shape (3,) is wrong'
     >>> first_line(KeyError())
@@ -243,11 +184,9 @@ def describe_defect(
 
 
 def nonfinite_defect(answer) -> tuple[Array, Array]:
-    """The generic check of an answer (any pytree; traceable): ``(code, entry)``, code
-    :data:`DEFECT_NAN` or :data:`DEFECT_INFINITE` (0: none) and the first offending entry of
-    the flattened leaves.  A NaN outranks an infinity.
+    """Traceable check of an answer (a pytree): ``(code, entry)``, code 1 (NaN, first), 2
+    (infinity) or 0 and the first offending entry of the flattened leaves.
 
-    >>> import jax.numpy as jnp
     >>> [int(value) for value in nonfinite_defect(jnp.array([0.0, 1.0]))]
     [0, 0]
     >>> [int(value) for value in nonfinite_defect(jnp.array([1.0, jnp.inf, jnp.nan]))]
@@ -270,18 +209,15 @@ def raise_if_defect(
     log_normalizer: ArrayLike | None = None,
     error: type[OracleError] = OracleError,
 ) -> None:
-    """Host side: raise ``error`` if a defect code is set; blocks on ``code``.
-
-    A batch of codes is accepted (``row``, ``t`` and ``log_normalizer``, when given, either
-    scalars or of the same shape): the first non-zero code is reported with its batch index.
+    """Host side: raise ``error`` if a defect code is set (blocks on ``code``).  For a batch of
+    codes (other arguments scalars or of its shape) the first defect is reported with its index.
 
     :param code: int32 code or array of codes.
     :param row: the offending row(s) of log-marginals; ``None`` for denoiser outputs.
     :param name: the subject of the message.
     :param t: the time(s) of denoiser evaluations, quoted in the message.
     :param log_normalizer: the logsumexp of the offending row(s), quoted for unnormalized rows.
-    :param error: the exception type, :class:`OracleError` or a subclass
-        (:class:`~numpyro_autospec.errors.DenoiserError`).
+    :param error: the exception type, :class:`OracleError` or a subclass.
     :raises OracleError: (``error``) if any code is not :data:`DEFECT_OK`.
     :raises ValueError: for an unknown code.
 
@@ -292,7 +228,8 @@ def raise_if_defect(
     numpyro_autospec.errors.OracleError: net returned NaN in row 2 (batch index 1)
     """
     codes = np.asarray(code)
-    defective = np.flatnonzero(codes.reshape(-1) != DEFECT_OK)
+    flat_codes = codes.reshape(-1)
+    defective = np.flatnonzero(flat_codes != DEFECT_OK)
     if defective.size == 0:
         return
     flat_index = int(defective[0])
@@ -308,11 +245,7 @@ def raise_if_defect(
         return None
 
     message = describe_defect(
-        codes.reshape(-1)[flat_index],
-        pick(row),
-        name=name,
-        t=pick(t),
-        log_normalizer=pick(log_normalizer),
+        flat_codes[flat_index], pick(row), name=name, t=pick(t), log_normalizer=pick(log_normalizer)
     )
     if codes.ndim > 0:
         batch_index = np.unravel_index(flat_index, codes.shape)
@@ -321,9 +254,8 @@ def raise_if_defect(
 
 
 class DenoiserError(OracleError):
-    """A denoiser or one of its parameters violates the contract of :class:`~.base.Denoiser`
-    (an :class:`~numpyro_autospec.errors.OracleError`: the denoiser is the oracle of the
-    diffusion process); a bad time grid raises its subclass :class:`TimeGridError`.
+    """A denoiser (the oracle of a diffusion process) or a parameter of it breaks the denoiser
+    contract; a bad time grid raises the subclass :class:`TimeGridError`.
 
     >>> issubclass(DenoiserError, OracleError)
     True
@@ -336,14 +268,9 @@ class DenoiserError(OracleError):
 
 
 class TimeGridError(InputError, DenoiserError):
-    """A time grid is malformed: not a one-dimensional real array of at least two times, not
-    finite, not starting at 0, not strictly increasing (also after conversion to float32), or a
-    grid constructor given a bad number of steps or end time.
-
-    A grid is data handed to a sampler, so this is an
-    :class:`~numpyro_autospec.errors.InputError`; it is also a :class:`DenoiserError` (a grid
-    is the denoiser's contract of times), so ``except InputError`` and ``except
-    DenoiserError`` both catch it.
+    """A time grid is malformed (not a one-dimensional real array of at least two finite times
+    from 0, strictly increasing also in float32) or a grid constructor got a bad number of steps
+    or end time.  Both an :class:`InputError` and a :class:`DenoiserError`.
 
     >>> issubclass(TimeGridError, InputError), issubclass(TimeGridError, DenoiserError)
     (True, True)
@@ -360,9 +287,8 @@ class ShardingError(ConfigError):
 
     >>> import jax
     >>> from numpyro_autospec.engine import Capacity, run
-    >>> from numpyro_autospec.oracles import CurieWeissOracle
-    >>> from numpyro_autospec.processes import AnyOrderProcess
-    >>> process = AnyOrderProcess(CurieWeissOracle(8, beta=1.0), 8, 2)
+    >>> from numpyro_autospec import oracles, processes
+    >>> process = processes.AnyOrderProcess(oracles.CurieWeissOracle(8, beta=1.0), 8, 2)
     >>> run(process, jax.random.split(jax.random.PRNGKey(0), 2), capacity=Capacity(mesh="gpu"))
     Traceback (most recent call last):
     ...
@@ -372,7 +298,7 @@ class ShardingError(ConfigError):
 
 class UnsupportedModelError(AutospecError):
     """The model has a site that ``AutospecKernel`` cannot draw exactly; the message names it
-    and says what to use instead.
+    and what to use instead.
 
     >>> import numpyro, numpyro.distributions as dist
     >>> from numpyro_autospec.infer import inspect_model

@@ -1,34 +1,17 @@
 """Reference samplers: the executable specification.
 
 A short, readable, *slow* implementation of recursive speculative rejection sampling (Anari et
-al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869, docs/algorithm.md, section 3) that
-follows the pseudo-code line by line, plus the sequential sampler and the self-speculative
-decoding peers.  It is plain Python recursion over jitted process methods; the fast engine
-(:mod:`numpyro_autospec.engine`) must produce **the same draws from the same keys** (both use
-:mod:`numpyro_autospec._core.rejection` for every random decision) and the same rounds.
-
-The root of a draw walks the steps left to right as its root policy
-(:meth:`~numpyro_autospec.config.SamplerConfig.root_policy`) says: recursion blocks (the
-paper, ``SAMPLE`` below), verified windows (the self-speculative peers), or, by default for
-``autospec`` on discrete processes, block-verified windows with a recursion block after a
-window that kept little (exact: verification leaves a valid prefix, continued by an exact sampler).
+al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869, docs/algorithm.md, section 3)
+that follows the pseudo-code line by line, plus the sequential sampler and the self-speculative
+decoding peers; the root follows :meth:`~numpyro_autospec.config.SamplerConfig.root_policy`.
+The engine (:mod:`numpyro_autospec.engine`) must produce **the same draws from the same keys**
+(both use :mod:`numpyro_autospec._core.rejection` for every random decision) and rounds.
 
 Cost model (docs/algorithm.md, section 1): a *round* is one batched oracle call, a *query* one
-oracle
-evaluation.  Sequential steps add their rounds; parallel trials take the max of theirs.  A
-residual batch ends when its first accepted trial and all trials before it are done, so its
-rounds are the max over those trials; its queries count every trial of the batch run to
-completion (the engine cancels the trials after the accepted one, so it may do fewer).
-
-Reuse of queries (exact: the oracle is a deterministic function of the prefix):
-
-* the speculation query ``O_a`` of a block is also its first scoring query, and the first
-  query of the left half of every residual trial (same prefix);
-* the trial's target log-density is the sum of its halves' (already computed while sampling
-  them), so accepting a trial needs no extra round;
-* the scoring round also queries the step right after the block (the *lookahead*), which an
-  accepted block hands to the next block as its speculation query.
-
+oracle evaluation.  Sequential steps add their rounds, parallel trials take the max of theirs
+(in a residual batch, up to its first accepted trial); queries count every trial of a batch.
+A query with the same prefix is reused (a block's speculation query ``O_a`` serves its scoring
+and its trials' left halves; its lookahead is the next block's ``O_a``).
 """
 
 from __future__ import annotations
@@ -55,8 +38,8 @@ __all__ = ["Draw", "sample", "sample_many"]
 
 
 class Draw(NamedTuple):
-    """One exact draw with its cost: the ``value``, the number of parallel ``rounds`` of
-    oracle queries and the total number of ``queries`` it took.
+    """One exact draw with its cost: the ``value``, its parallel ``rounds`` of oracle queries
+    and its total number of ``queries``.
 
     Example
     -------
@@ -78,18 +61,7 @@ class _Result(NamedTuple):
 
 
 class _Jitted:
-    """The process methods, jitted once per process and root policy, and the pseudo-code's
-    lines as compiled programs (one dispatch each).  A recursion block's length is static (the
-    halvings of the recursion block: a few lengths); a root window's is data, so windows of
-    every length share one program.
-
-    Answers hold ``policy.answer_rows`` rows (a speculation query serves every block up to
-    that size); single-step queries (leaves, scoring steps, the final query) hold one; with
-    ``process.scores_blocks`` the scoring steps of a block are one ``score_block`` call of
-    ``policy.score_rows(window)`` rows, the most a block needs.  The engine asks for fewer
-    when every block of its round is shorter (``Plan.window_rows``); the rows a block uses
-    are the same, so the draws are too (``tests/engine/test_window_rows.py``).
-    """
+    """The process methods and the pseudo-code's lines, jitted per process and root policy."""
 
     def __init__(self, process, policy):
         self.process = process
@@ -104,8 +76,7 @@ class _Jitted:
         self.split = jax.jit(jax.random.split)
 
         def scoring_rows(x, a, m, window):
-            """Target rows of steps ``a+1..a+m-1`` (``m - 1`` queries): a batch of single-step
-            queries, or one ``score_block`` call of ``policy.score_rows(window)`` rows."""
+            """Target rows of steps ``a+1..a+m-1`` (``m - 1`` queries)."""
             num_rows = policy.score_rows(window) if block_scoring else max(m, 2) - 1
             return target_rows(process, x, a + 1, num_rows, block_scoring)
 
@@ -124,8 +95,8 @@ class _Jitted:
             return x, log_mu + process.target_logp(x, k, reduced)
 
         def speculate(key, x, a, m, answer, lookahead):
-            """``x' ~ nu`` (frozen at ``O_a = answer``), its scores ``l_mu`` (one round) and
-            ``l_nu``, the acceptance ``min(1, mu / nu)``, and the lookahead query."""
+            """``x' ~ nu`` (frozen at ``O_a``), ``l_mu`` (one round), ``l_nu``, the acceptance
+            ``min(1, mu / nu)`` and the lookahead query."""
             k_spec, k_accept, k_residual = block_keys(key)
             x_spec = process.spec_sample(k_spec, x, a, m, answer)
             log_mu = target_log_density(x_spec, a, m, answer)
@@ -144,8 +115,7 @@ class _Jitted:
         if has_discrete_steps(process):
 
             def window(key, x, c, m, answer, size, rule, lookahead):
-                """Draft ``[c, c+m)`` from the speculation, score it (one round) and verify it:
-                ``(x, kept, answer_next)``; buffers of ``size`` rows, as in the engine."""
+                """Draft ``[c, c+m)``, score it (one round), verify: ``(x, kept, answer_next)``."""
                 k_spec, k_verify = jax.random.split(key)
                 x_spec = process.spec_sample(k_spec, x, c, m, answer)
                 steps = jnp.minimum(c + jnp.arange(size), c + m - 1)
@@ -165,25 +135,19 @@ class _Jitted:
                 answer_next = process.query(x_spec, c + m, rows) if lookahead else None
                 return x_new, verdict.kept, answer_next
 
-            # the window's length is data (one program for every length; its buffers have the
-            # policy's ``size`` rows whatever the length)
             self.window = jax.jit(window, static_argnums=(5, 6, 7))
 
 
 def target_rows(process, x, first, num_rows: int, block_scoring: bool):
-    """The target rows of the steps ``first..first+num_rows-1``, each given its own prefix:
-    one ``score_block`` call, or one single-step query per step."""
+    """Target rows of steps ``first..first+num_rows-1`` (``score_block`` or a query each)."""
     if block_scoring:
         return process.score_block(x, first, num_rows)
-    last = process.num_steps - 1
-    steps = jnp.minimum(first + jnp.arange(num_rows), last)
+    steps = jnp.minimum(first + jnp.arange(num_rows), process.num_steps - 1)
     answers = jax.vmap(process.query, (None, 0, None))(x, steps, 1)
     return jax.vmap(process.reduce, (None, 0, 0))(x, steps, answers)
 
 
-@functools.lru_cache(maxsize=32)
-def _jitted(process, policy) -> _Jitted:
-    return _Jitted(process, policy)
+_jitted = functools.lru_cache(maxsize=32)(_Jitted)
 
 
 class _Sampler:
@@ -191,8 +155,7 @@ class _Sampler:
         self.n = process.num_steps
         self.final_query = process.final_query
         self.config = config.validate()
-        discrete = has_discrete_steps(process)
-        self.policy = config.root_policy(self.n, discrete)
+        self.policy = config.root_policy(self.n, has_discrete_steps(process))
         self.p = _jitted(process, self.policy)
         self.block_scoring = self.p.block_scoring
         self.leaf = self.policy.leaf_size
@@ -200,9 +163,8 @@ class _Sampler:
     def _wants_lookahead(self, end: int) -> bool:
         return end < self.n or (end == self.n and self.final_query)
 
-    # ---------------------------------------------------------------- SAMPLE(x, a, m)
     def sample_block(self, key, x, a: int, m: int, answer) -> _Result:
-        """Return ``x`` with steps ``[a, a+m)`` drawn exactly from mu(block | prefix)."""
+        """SAMPLE(x, a, m): ``x`` with steps ``[a, a+m)`` drawn exactly from mu(block | prefix)."""
         p = self.p
         if m <= self.leaf:  # sequential leaf: one round and one query per step
             rounds = queries = 0
@@ -240,16 +202,8 @@ class _Sampler:
                 right = self.sample_block(k_right, left.x, a + half, m - half, left.answer_next)
                 log_mu_y = left.log_mu + right.log_mu
                 accepted = bool(p.residual_test(k_acc, right.x, a, m, answer, log_mu_y))
-                outcomes.append(
-                    (
-                        accepted,
-                        right.x,
-                        log_mu_y,
-                        right.answer_next,
-                        left.rounds + right.rounds,
-                        left.queries + right.queries,
-                    )
-                )
+                r, q = left.rounds + right.rounds, left.queries + right.queries
+                outcomes.append((accepted, right.x, log_mu_y, right.answer_next, r, q))
             trial += len(outcomes)
             batch += 1
             winner = next((i for i, o in enumerate(outcomes) if o[0]), None)
@@ -260,10 +214,8 @@ class _Sampler:
                 _, y, log_mu_y, answer_next, _, _ = outcomes[winner]
                 return _Result(y, log_mu_y, answer_next, rounds, queries)
 
-    # ------------------------------------------------------------ a verified window
     def verify_step(self, key, x, c: int, e: int, answer):
-        """Draft ``[c, e)`` from the product speculation, verify it (token or block rule) and
-        return ``(x, new cursor, answer at the new cursor or None, rounds, queries)``."""
+        """Draft ``[c, e)`` and verify it: ``(x, cursor, answer or None, rounds, queries)``."""
         rounds = queries = 0
         if answer is None:
             answer = self.p.query(x, c)
@@ -281,10 +233,8 @@ class _Sampler:
             return x, e, answer_next, rounds, queries
         return x, c + kept + 1, None, rounds, queries
 
-    # ---------------------------------------------------------------------- root
     def draw(self, key) -> Draw:
-        """The root (its root policy, ``self.policy``): root block ``j`` (a window or a
-        recursion block) uses the key ``fold_in(k_run, j)``."""
+        """The root: root block ``j`` (a window or a recursion block) uses ``fold_in(k_run, j)``."""
         p, policy = self.p, self.policy
         k_init, k_run = p.split(key)
         x = p.init(k_init)
@@ -328,9 +278,8 @@ def sample(process, key, config: SamplerConfig | None = None) -> Draw:
     Example
     -------
     >>> import jax
-    >>> from numpyro_autospec.oracles import CurieWeissOracle
-    >>> from numpyro_autospec.processes import AnyOrderProcess
-    >>> process = AnyOrderProcess(CurieWeissOracle(16, beta=1.0), 16, 2)
+    >>> from numpyro_autospec import oracles, processes
+    >>> process = processes.AnyOrderProcess(oracles.CurieWeissOracle(16, beta=1.0), 16, 2)
     >>> draw = sample(process, jax.random.PRNGKey(0))
     >>> draw.value.shape, 1 <= draw.rounds <= draw.queries, draw.rounds <= 16
     ((16,), True, True)
@@ -339,15 +288,14 @@ def sample(process, key, config: SamplerConfig | None = None) -> Draw:
 
 
 def sample_many(process, key, num_draws: int, config: SamplerConfig | None = None):
-    """``num_draws`` independent draws (keys ``split(key, num_draws)``); returns stacked
-    values and numpy arrays of rounds and queries.
+    """``num_draws`` independent draws (keys ``split(key, num_draws)``): stacked values and
+    numpy arrays of rounds and queries.
 
     Example
     -------
     >>> import jax
-    >>> from numpyro_autospec.oracles import CurieWeissOracle
-    >>> from numpyro_autospec.processes import AnyOrderProcess
-    >>> process = AnyOrderProcess(CurieWeissOracle(4, beta=0.5), 4, 2)
+    >>> from numpyro_autospec import oracles, processes
+    >>> process = processes.AnyOrderProcess(oracles.CurieWeissOracle(4, beta=0.5), 4, 2)
     >>> key = jax.random.PRNGKey(0)
     >>> values, rounds, queries = sample_many(process, key, 3)
     >>> values.shape, rounds.shape, queries.shape
@@ -359,8 +307,4 @@ def sample_many(process, key, num_draws: int, config: SamplerConfig | None = Non
     sampler = _Sampler(process, config or SamplerConfig())
     draws = [sampler.draw(k) for k in jax.random.split(key, num_draws)]
     values = jax.tree.map(lambda *leaves: np.stack(leaves), *[d.value for d in draws])
-    return (
-        values,
-        np.array([d.rounds for d in draws]),
-        np.array([d.queries for d in draws]),
-    )
+    return values, np.array([d.rounds for d in draws]), np.array([d.queries for d in draws])

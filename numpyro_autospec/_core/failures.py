@@ -1,22 +1,14 @@
 r"""Errors found inside a compiled program reach the caller as the project's own exceptions.
 
-The engine validates every oracle answer inside the compiled program and records the first
-defect as data: ``(code, row, step, draw)``.  Turning that record into an
-:class:`~numpyro_autospec.errors.OracleError` (a
-:class:`~numpyro_autospec.errors.DenoiserError` for a denoiser) happens on the host, where
-the record arrives; no host callback is involved, so JAX's persistent compilation cache can
-keep every program.
+The engine records the first defective answer as data, ``(code, row, step, draw)``; the host
+turns it into an :class:`~numpyro_autospec.errors.OracleError` (or
+:class:`~numpyro_autospec.errors.DenoiserError`) with no host callback, so JAX's persistent
+compilation cache keeps every program.
 
-* A run returns its failure with its samples (``Samples.failure``), a :class:`Failure`: a
-  pytree node whose static half (:class:`FailureReports`) knows how the run names its site and
-  the user's function.  Rebuilding a :class:`Failure` on the host with a concrete failed record
-  raises the exception: an eager ``engine.run`` raises it, and so does the output of your own
-  ``jax.jit`` that returns the samples (return them, or their ``failure``, for the error to
-  reach you).
-* Inside the NumPyro kernel's step (:func:`collecting`), an engine run hands its record to the
-  step (:func:`collect`), which stores the first failure in its state
-  (:func:`carrying_failures`): the end of ``MCMC.run``'s loop, where the state is rebuilt on
-  the host, raises it.
+* A run returns a :class:`Failure` with its samples: rebuilding it on the host from a failed
+  record raises the exception (an eager run, or the output of the user's ``jax.jit``).
+* Inside the NumPyro kernel's step (:func:`collecting`), engine runs hand their records to the
+  step (:func:`collect`), which carries the first in its state (:func:`carrying_failures`).
 """
 
 from __future__ import annotations
@@ -31,34 +23,25 @@ import numpy as np
 from jax import Array
 from jax.extend.core import get_opaque_trace_state
 
-# the user-facing names; the collection machinery below is used by the engine and the kernel
 __all__ = ["Failure", "FailureReports"]
 
 _trace_time = threading.local()  # per thread: the stack of open collecting() blocks
 
 
 def _collectors() -> list[tuple[object, list]]:
-    """The open :func:`collecting` blocks of this thread: (the trace each was opened in, its
-    collected failures), the innermost last."""
+    """This thread's open :func:`collecting` blocks, ``(trace, collected)``, innermost last."""
     if not hasattr(_trace_time, "collectors"):
         _trace_time.collectors = []
     return _trace_time.collectors
 
 
-# -- carried failures (the kernel's path) -------------------------------------------------
-#: the layout of a carried failure record: which engine run of the step failed (1-based, 0: no
-#: failure), its defect (code, row, step, draw) and whether it stopped incomplete
+#: a record: the failed run (1-based, 0: none), its defect (code, row, step, draw), incomplete
 RECORD_SIZE = 6
 
 
 class FailureReports:
-    """Host side: how the engine runs traced in one kernel's step describe their failures.
-
-    The static half of a :class:`Failure` (its pytree auxiliary data, compared by identity, so
-    the initial state and every step's state have the same structure).  Tracing the step
-    records one *reporter* per engine run, ``(defect, incomplete) -> exception or None``; a
-    carried record names its run by position.
-    """
+    """The static half of a :class:`Failure` (compared by identity): one *reporter*
+    ``(defect, incomplete) -> exception or None`` per engine run traced in a step."""
 
     __slots__ = ("reporters",)
 
@@ -80,17 +63,14 @@ class FailureReports:
         return f"FailureReports({len(self.reporters)} engine runs)"
 
     def __reduce__(self):
-        # pickled (a pickled MCMC or state) without the reporters, which hold the traced
-        # processes; a failure is raised before its state can be pickled
+        # pickled without the reporters, which hold the traced processes
         return (FailureReports, ())
 
 
 @contextlib.contextmanager
 def collecting() -> Iterator[list[tuple[Array, Array, Callable]]]:
-    """Trace time: engine runs traced inside this block hand their failure over as data
-    instead of aborting the program; the yielded list receives ``(defect, incomplete,
-    reporter)`` per run (:func:`collect`).  The caller must put them into its output
-    (:func:`carrying_failures`): a failure that is collected and dropped is silent."""
+    """Trace time: engine runs inside this block hand their ``(defect, incomplete,
+    reporter)`` to the yielded list (:func:`collect`); the caller must output them."""
     collected: list[tuple[Array, Array, Callable]] = []
     _collectors().append((get_opaque_trace_state(), collected))
     try:
@@ -100,21 +80,14 @@ def collecting() -> Iterator[list[tuple[Array, Array, Callable]]]:
 
 
 def is_collecting() -> bool:
-    """Trace time: whether a :func:`collecting` block is open *in the current trace* (a
-    nested trace, e.g. ``jax.eval_shape`` or a ``vmap`` inside the step, does not collect:
-    its values cannot leave it)."""
+    """Trace time: whether a :func:`collecting` block is open *in the current trace*."""
     collectors = _collectors()
     return bool(collectors) and collectors[-1][0] == get_opaque_trace_state()
 
 
 def collect(defect: Array, incomplete: Array, reporter: Callable) -> None:
-    """Trace time: hand an engine run's failure to the innermost :func:`collecting` block.
-
-    :param defect: ``int32[4]``, (code, row, step, draw) of the first defective answer (code 0:
-        none).
-    :param incomplete: bool, whether the run stopped before every draw was complete.
-    :param reporter: host side, ``(defect, incomplete) -> exception or None``.
-    """
+    """Trace time: hand an engine run's ``defect`` (``int32[4]``: code, row, step, draw),
+    ``incomplete`` flag and host-side ``reporter`` to the innermost :func:`collecting` block."""
     if not is_collecting():
         raise RuntimeError("collect() outside a collecting() block of the current trace")
     _collectors()[-1][1].append((defect, incomplete, reporter))
@@ -142,16 +115,9 @@ def first_failure(collected: list[tuple[Array, Array, Callable]], shape=()) -> A
 
 @jax.tree_util.register_pytree_node_class
 class Failure:
-    """A pytree node carrying the first failure of a kernel's engine runs as data.
-
-    ``record`` is ``int32[..., 6]`` (:data:`RECORD_SIZE`): the failed run (1-based, 0: no
-    failure), its defect code, row, step and draw, and whether it stopped incomplete;
-    ``reports`` (:class:`FailureReports`, the static half) turns a record into the project's
-    exception.  Rebuilding a :class:`Failure` on the host from a concrete failed record (which
-    JAX does with the outputs of every compiled program) raises that exception; under a
-    transformation (tracers, shape placeholders) it is an ordinary container.  No host
-    callback is involved, so the compiled program can be kept by JAX's persistent compilation
-    cache.
+    """A pytree node carrying a failure record ``int32[..., 6]`` (:data:`RECORD_SIZE`) and
+    its :class:`FailureReports`; rebuilt on the host from a concrete failed record, it raises
+    the exception (under a transformation it is an ordinary container).
 
     Example
     -------
@@ -159,8 +125,6 @@ class Failure:
     >>> from numpyro_autospec.errors import OracleError
     >>> reports = FailureReports()
     >>> reports.reporters = (lambda defect, incomplete: OracleError(f"site 'x': row {defect[1]}"),)
-    >>> jax.jit(lambda failure: failure)(Failure.none(reports))  # no failure: a plain value
-    Failure(Array([0, 0, 0, 0, 0, 0], dtype=int32))
     >>> record = np.array([1, 1, 3, 0, 0, 0], np.int32)  # run 1: NaN (code 1) in row 3
     >>> try:
     ...     jax.jit(lambda failure: failure)(Failure(record, reports))
@@ -198,8 +162,7 @@ class Failure:
         return cls(record, reports)
 
     def check(self) -> None:
-        """Raise the carried exception now when the record is concrete (on the host) and
-        failed; do nothing under a transformation."""
+        """Raise the carried exception if the record is concrete and failed."""
         if _is_concrete(self.record):
             error = self.reports.error(self.record)
             if error is not None:
@@ -212,12 +175,10 @@ class Failure:
 def carrying_failures(step: Callable) -> Callable:
     """``step`` with the failures of the engine runs it traces carried in its output.
 
-    :param step: ``(state, *args) -> state`` on a ``NamedTuple`` state with fields ``rounds``
-        (its shape is the batch shape of the state) and ``failure`` (a :class:`Failure`).
-    :returns: the same step, traced inside :func:`collecting`, whose output's ``failure`` is
-        the input's failure if it carries one, else the first failure of the collected runs
-        (:func:`first_failure`): a failure sticks, so that the state after a loop of steps
-        (NumPyro's ``fori_collect`` without progress bar) still carries the first one.
+    :param step: ``(state, *args) -> state`` on a ``NamedTuple`` with fields ``rounds`` (the
+        batch shape) and ``failure`` (a :class:`Failure`).
+    :returns: the step, whose output's ``failure`` is the input's if failed (a failure
+        sticks), else the first of the collected runs.
     """
 
     def step_carrying_failures(state, *args):
@@ -233,8 +194,7 @@ def carrying_failures(step: Callable) -> Callable:
 
 
 def _is_concrete(value) -> bool:
-    """Whether ``value`` is a record on the host: an array whose last axis holds a record
-    (JAX also rebuilds pytrees with other leaves: axis numbers, placeholders, tracers)."""
+    """Whether ``value`` is a record on the host (JAX also rebuilds with other leaves)."""
     if isinstance(value, jax.core.Tracer):
         return False
     if isinstance(value, jax.Array):

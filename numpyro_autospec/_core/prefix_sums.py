@@ -1,20 +1,12 @@
 """Cumulative sums and maxima with short windows on every backend.
 
-``jnp.cumsum`` and ``lax.cummax`` lower to a windowed reduction, which XLA:CPU computes
-without a scan kernel: along a long axis its windows are long (along a digits diffusion path
-``[4096, 64]`` 2.8x slower than a parallel prefix scan), while a parallel prefix scan
-(:func:`jax.lax.associative_scan`) unrolls into ``2 log2(n)`` slices and pads that make large,
-slow-to-compile fusions.  These two functions split the axis into blocks of about
-``sqrt(n)`` steps: a scan within each block, then over the blocks' totals, and one
-combination (a handful of kernels for any length).  A short scan (``n * n * m`` pairs at most
-:data:`PAIRS`, ``m`` elements per step) is one fused reduction over the pairs ``j <= i``, which
-XLA:CPU computes as a single kernel; a longer one is the library's reduction.  The samplers'
-cumulative sums (the Curie-Weiss and Hopfield block forms, the diffusion speculation, block
-verification) go through them.
-
-Floating-point sums are added in another order than ``jnp.cumsum``'s, so they may differ in
-the last bits; the samplers all call the same function, so the engine's draws still equal the
-reference sampler's, key for key.
+``jnp.cumsum`` and ``lax.cummax`` lower on XLA:CPU to a windowed reduction that is slow along
+a long axis (2.8x a parallel scan on a ``[4096, 64]`` diffusion path), and
+:func:`jax.lax.associative_scan` makes large, slow-to-compile fusions.  These functions scan
+blocks of about ``sqrt(n)`` steps, then the blocks' totals; a short scan (at most
+:data:`PAIRS` pairs) is one fused reduction over the pairs ``j <= i``.  Sums may differ from
+``jnp.cumsum``'s in the last bits; every sampler calls the same function, so draws still agree
+key for key.
 """
 
 from __future__ import annotations
@@ -34,8 +26,6 @@ def prefix_sum(values: ArrayLike, axis: int = 0) -> Array:
     """``jnp.cumsum(values, axis)``, in windows of about ``sqrt(n)`` steps.
 
     >>> import jax.numpy as jnp
-    >>> prefix_sum(jnp.array([1, 2, 3, 4])).tolist()
-    [1, 3, 6, 10]
     >>> prefix_sum(jnp.ones((2, 3)), axis=1).tolist()
     [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]]
     """
@@ -55,9 +45,7 @@ def prefix_max(values: ArrayLike, axis: int = 0) -> Array:
 #: axes up to this long take one window
 SHORT = 256
 
-#: a scan of an axis of ``n`` steps over ``m`` elements each (``n * n * m`` pairs) at most this
-#: large is one fused reduction over the pairs ``j <= i``, not a windowed reduction (which
-#: XLA:CPU splits into a tree of several kernels)
+#: a scan of ``n`` steps of ``m`` elements with ``n * n * m`` at most this is a pairs reduction
 PAIRS = 1 << 16
 
 
@@ -79,9 +67,8 @@ def _prefix_scan(
     library: Callable[..., Array],
     identity,
 ) -> Array:
-    """``library(values, axis=axis)``, in blocks of about ``sqrt(n)`` along a long axis (the
-    module docstring), each block's scan a reduction over pairs where that is cheap;
-    ``identity`` pads the last block (``None``: the dtype's lowest)."""
+    """``library(values, axis=axis)`` in blocks of about ``sqrt(n)``; ``identity`` pads the
+    last block (``None``: the dtype's lowest)."""
     values = jnp.moveaxis(jnp.asarray(values), axis, 0)
     n = values.shape[0]
     if identity is None:

@@ -1,19 +1,9 @@
 r"""The scikit-learn 8x8 handwritten digits as an exact point-cloud denoiser.
 
-The target :math:`Y` is uniform over the 1797 images of :func:`sklearn.datasets.load_digits`
-(bundled with scikit-learn, no download; install it with the ``digits`` extra,
-``pip install 'numpyro-autospec[digits]'``), each flattened to :math:`d = 64` pixels. Its exact
-denoiser :math:`\mathbb{E}[Y \mid tY + W_t = y]` is that of
-:class:`~numpyro_autospec.denoisers.PointCloudDenoiser`, which makes the digits a
-high-dimensional, multimodal test target of the diffusion sampler of [1] whose law is known
-exactly: a sample can be mapped back to its image with
-:meth:`~numpyro_autospec.denoisers.PointCloudDenoiser.nearest` and its class read from
-``labels``.
-
-**References**
-
-1. *Parallel Sampling via Autospeculation*, N. Anari, C. Baronio, C. Chen, A. Haqi,
-   F. Koehler, A. Li, T.-D. Vuong, arXiv:2511.07869 (2025).
+:math:`Y` is uniform over the 1797 images of :func:`sklearn.datasets.load_digits` (no download;
+the ``digits`` extra), flattened to :math:`d = 64`: a high-dimensional, multimodal target of the
+diffusion sampler of Anari et al. (arXiv:2511.07869) whose law is known exactly; a sample maps
+back to its image with :meth:`~numpyro_autospec.denoisers.PointCloudDenoiser.nearest`.
 """
 
 import functools
@@ -50,14 +40,10 @@ def _load_digits() -> tuple[np.ndarray, np.ndarray]:
 def digits_point_cloud(scale: bool = True) -> PointCloudDenoiser:
     r"""Exact denoiser of :math:`Y` uniform over the 1797 scikit-learn 8x8 digit images.
 
-    :param scale: divide the pixel values (integers 0..16) by 16, to :math:`[0, 1]` (a bool,
-        may be traced).
-    :return: a :class:`~numpyro_autospec.denoisers.PointCloudDenoiser` with ``dim = 64``,
-        ``points`` of shape ``(1797, 64)`` (row-major flattened images) and ``labels``, the
-        int32 digit class 0..9 of each point.
+    :param scale: divide the pixel values (integers 0..16) by 16 (a bool, may be traced).
+    :return: a :class:`~numpyro_autospec.denoisers.PointCloudDenoiser` with ``points`` of shape
+        ``(1797, 64)`` and ``labels``, the int32 digit class of each point.
     :raises ImportError: if scikit-learn (the ``digits`` extra) is not installed.
-
-    **Example**
 
     >>> denoiser = digits_point_cloud()
     >>> denoiser.points.shape, denoiser.dim, int(denoiser.labels[0])

@@ -1,49 +1,24 @@
 r"""Exact denoiser of a mixture of Gaussians.
 
-Let :math:`Y \sim \sum_k \pi_k \mathcal{N}(m_k, S_k)` on :math:`\mathbb{R}^d` and observe
-:math:`y = tY + W_t \sim \mathcal{N}(tY, tI)` as in stochastic localization [1]. Given the
-component :math:`k`, :math:`(Y, y)` is jointly Gaussian with
-:math:`\operatorname{Cov}(Y, y) = tS_k`, so with :math:`A_k = I + tS_k`
+Let :math:`Y \sim \sum_k \pi_k \mathcal{N}(m_k, S_k)` and :math:`y = tY + W_t` as in stochastic
+localization (Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869).  With
+:math:`A_k = I + tS_k`, :math:`y \mid k \sim \mathcal{N}(t m_k, t A_k)` and :math:`u_k = y -
+tm_k`, dropping the component-independent terms,
 
 .. math::
 
-    y \mid k \sim \mathcal{N}\left(t m_k,\; t^2 S_k + tI\right) = \mathcal{N}(t m_k, t A_k),
-    \qquad
-    \mathbb{E}[Y \mid y, k] = m_k + S_k A_k^{-1}(y - t m_k).
-
-The posterior component weights are
-:math:`P(k \mid y) \propto \pi_k \mathcal{N}(y; t m_k, tA_k)`. Writing :math:`u_k = y - tm_k`
-and using :math:`A_k^{-1} = I - tS_kA_k^{-1}`, the terms :math:`-\lVert y \rVert^2/(2t)` and
-:math:`-\tfrac{d}{2}\log(2\pi t)`, common to all components, drop out and leave logits free of
-any division by :math:`t`:
-
-.. math::
-
-    P(k \mid y) = \operatorname{softmax}_k\left(\log \pi_k - \tfrac12 \log\det A_k
+    \mathbb{E}[Y \mid y, k] &= m_k + S_k A_k^{-1} u_k,\\
+    P(k \mid y) &= \operatorname{softmax}_k\left(\log \pi_k - \tfrac12 \log\det A_k
         + \langle y, m_k \rangle - \tfrac{t}{2}\lVert m_k \rVert^2
-        + \tfrac12 u_k^\top S_k A_k^{-1} u_k\right),
-    \qquad
-    \mathbb{E}[Y \mid tY + W_t = y] = \sum_k P(k \mid y)\, \mathbb{E}[Y \mid y, k].
+        + \tfrac12 u_k^\top S_k A_k^{-1} u_k\right),\\
+    \mathbb{E}[Y \mid tY + W_t = y] &= \sum_k P(k \mid y)\, \mathbb{E}[Y \mid y, k].
 
-With :math:`S_k = 0` this is exactly the point-cloud formula of
-:class:`~numpyro_autospec.denoisers.PointCloudDenoiser`.
-
-**Numerics.** Each covariance is diagonalised once at construction,
-:math:`S_k = Q_k \operatorname{diag}(\lambda_k) Q_k^\top`, so that
-:math:`S_kA_k^{-1} = Q_k \operatorname{diag}\big(\lambda_k / (1 + t\lambda_k)\big) Q_k^\top`
-and :math:`\log\det A_k = \sum_i \operatorname{log1p}(t\lambda_{k,i})`. A call then costs
-:math:`O(Kd^2)` (no per-call factorisation), never inverts :math:`S_k` (singular covariances
-are allowed), and every factor stays bounded from :math:`t = 0` to :math:`t \to \infty`. The
-logits above contain terms of order :math:`t` that cancel; for :math:`t \ge 1` the equivalent
-(up to the common term :math:`\lVert y \rVert^2/(2t)`) form
-:math:`\log \pi_k - \tfrac12 \log\det A_k - \tfrac{1}{2t} u_k^\top A_k^{-1} u_k` is used
-instead, whose terms stay of order one. As for the point cloud, the computation runs in
-coordinates centred at :math:`\mathbb{E}[Y]`.
-
-**References**
-
-1. *Parallel Sampling via Autospeculation*, N. Anari, C. Baronio, C. Chen, A. Haqi,
-   F. Koehler, A. Li, T.-D. Vuong, arXiv:2511.07869 (2025).
+With :math:`S_k = 0` this is the point-cloud formula.  Each covariance is diagonalised once,
+:math:`S_k = Q_k \operatorname{diag}(\lambda_k) Q_k^\top`, so a call costs :math:`O(Kd^2)` and
+never inverts :math:`S_k` (singular covariances are allowed).  For :math:`t \ge 1` the logits
+use the equivalent form :math:`\log \pi_k - \tfrac12 \log\det A_k - \tfrac{1}{2t} u_k^\top
+A_k^{-1} u_k`, free of cancelling :math:`O(t)` terms; coordinates are centred at
+:math:`\mathbb{E}[Y]`.
 """
 
 import functools
@@ -72,9 +47,7 @@ _LARGE_TIME = 1.0  # from here on the logits use the form without cancellation
 def _prepare_mixture(
     weights: Array, means: Array, covariances: Array
 ) -> tuple[tuple[Array, ...], Array]:
-    """The leaves of the mixture (``GaussianMixtureDenoiser._leaves``: normalised weights,
-    symmetrised covariances, every derived array, the eigenvalues clipped at 0) and the raw
-    eigenvalues."""
+    """The leaves of the mixture (``GaussianMixtureDenoiser._leaves``) and the raw eigenvalues."""
     weights = weights / jnp.sum(weights)
     covariances = 0.5 * (covariances + jnp.swapaxes(covariances, -1, -2))
     eigenvalues, eigenvectors = jnp.linalg.eigh(covariances)
@@ -99,17 +72,13 @@ def _prepare_mixture(
 class GaussianMixtureDenoiser(ArrayDenoiser):
     r"""Posterior mean of :math:`Y \sim \sum_k \pi_k \mathcal{N}(m_k, S_k)` given :math:`tY+W_t=y`.
 
-    See the module docstring for the formulas. The object is a JAX pytree (its arrays are the
-    leaves), so it can be closed over or passed as an argument to jitted functions; its methods
-    are themselves jitted, so eager calls run as one compiled program.
+    See the module docstring for the formulas.  A JAX pytree with jitted methods.
 
-    :param weights: non-negative array of shape ``(K,)`` with a positive sum; normalised to
-        :math:`\pi` internally.
+    :param weights: non-negative array of shape ``(K,)`` with a positive sum, normalised to
+        :math:`\pi`.
     :param means: array of shape ``(K, d)``, the component means :math:`m_k`.
     :param covariances: array of shape ``(K, d, d)``, symmetric positive semi-definite
         :math:`S_k` (singular, even zero, is allowed except for :meth:`log_prob`).
-
-    **Example**
 
     >>> import jax.numpy as jnp
     >>> denoiser = GaussianMixtureDenoiser.isotropic(
@@ -118,8 +87,7 @@ class GaussianMixtureDenoiser(ArrayDenoiser):
     >>> denoiser(0.0, jnp.zeros(2)).tolist()  # t = 0: the mean of the mixture
     [0.0, 0.0]
     >>> one_component = GaussianMixtureDenoiser(jnp.ones(1), jnp.ones((1, 1)), jnp.ones((1, 1, 1)))
-    >>> # single Gaussian N(1, 1): E[Y | y] = m + s (y - t m) / (t s + 1) = 1 + (3 - 1) / 2
-    >>> float(one_component(1.0, jnp.array([3.0]))[0])
+    >>> float(one_component(1.0, jnp.array([3.0]))[0])  # N(1, 1): 1 + (3 - 1) / 2
     2.0
     """
 
@@ -157,8 +125,7 @@ class GaussianMixtureDenoiser(ArrayDenoiser):
         if covariances.shape != (num_components, dim, dim):
             raise DenoiserError(
                 f"GaussianMixtureDenoiser: covariances must have shape ({num_components}, {dim}, "
-                f"{dim}), "
-                f"got {covariances.shape}"
+                f"{dim}), got {covariances.shape}"
             )
         concrete = not is_traced((weights, means, covariances))
         if concrete:
@@ -176,8 +143,7 @@ class GaussianMixtureDenoiser(ArrayDenoiser):
 
         :param weights: shape ``(K,)``, as for the constructor.
         :param means: shape ``(K, d)``.
-        :param scale: standard deviation :math:`\sigma`, a scalar shared by all components or
-            an array of shape ``(K,)``.
+        :param scale: standard deviation :math:`\sigma`, a scalar or of shape ``(K,)``.
         """
         means = jnp.asarray(means, dtype=jnp.float32)
         if means.ndim != 2:
@@ -256,10 +222,8 @@ class GaussianMixtureDenoiser(ArrayDenoiser):
 
     @jax.jit
     def log_prob(self, y: ArrayLike) -> Array:
-        r"""Log density :math:`\log \sum_k \pi_k \mathcal{N}(y; m_k, S_k)` of :math:`Y`, scalar.
-
-        Requires positive definite covariances (a singular one gives NaN or :math:`-\infty`).
-        """
+        r"""Log density :math:`\log \sum_k \pi_k \mathcal{N}(y; m_k, S_k)` of :math:`Y` (positive
+        definite covariances only), scalar."""
         y = self._check_state(y)
         residuals = y[None, :] - self.means
         coordinates = jnp.einsum("kji,kj->ki", self._eigenvectors, residuals, precision=_HIGHEST)
@@ -272,12 +236,7 @@ class GaussianMixtureDenoiser(ArrayDenoiser):
 
     @functools.partial(jax.jit, static_argnames="num")
     def sample(self, key: Array, num: int) -> Array:
-        r"""Draw ``num`` exact samples of :math:`Y`, shape ``(num, d)``.
-
-        A component :math:`k \sim \pi`, then :math:`m_k + Q_k \operatorname{diag}(\lambda_k)^{1/2}
-        z` with :math:`z \sim \mathcal{N}(0, I)`; batched so memory stays :math:`O(d^2)` per
-        sample in a batch of at most 1024.
-        """
+        r"""Draw ``num`` exact samples of :math:`Y`, shape ``(num, d)``."""
         component_key, noise_key = jax.random.split(key)
         components = jax.random.categorical(component_key, self._log_weights, shape=(num,))
         noise = jax.random.normal(noise_key, (num, self.dim), dtype=jnp.float32)
@@ -296,16 +255,11 @@ class GaussianMixtureDenoiser(ArrayDenoiser):
         return f"GaussianMixtureDenoiser(num_components={self.num_components}, dim={self.dim})"
 
 
-def _first_bad(mask: np.ndarray) -> str:
-    """``"[i, j]"``, the index of the first entry where ``mask`` holds."""
-    return str([int(i) for i in np.argwhere(mask)[0]])
-
-
 def _check_parameters(weights: np.ndarray, means: np.ndarray, covariances: np.ndarray) -> None:
     owner = "GaussianMixtureDenoiser"
     for name, values in (("weights", weights), ("means", means), ("covariances", covariances)):
         if not np.all(np.isfinite(values)):
-            index = _first_bad(~np.isfinite(values))
+            index = [int(i) for i in np.argwhere(~np.isfinite(values))[0]]
             raise DenoiserError(f"{owner}: {name} must be finite, got {name}{index} = nan or inf")
     if np.any(weights < 0):
         index = int(np.flatnonzero(weights < 0)[0])

@@ -1,16 +1,9 @@
 r"""Exact denoiser of the uniform distribution over a finite set of points.
 
-For :math:`Y` uniform over points :math:`p_1, \dots, p_M \in \mathbb{R}^d` and the observation
-:math:`y \sim \mathcal{N}(tY, tI)` of stochastic localization [1], the likelihood of point
-:math:`j` is
-
-.. math::
-
-    \log \mathcal{N}(y; t p_j, tI)
-    = -\frac{\lVert y \rVert^2}{2t} + \langle y, p_j \rangle - \frac{t}{2}\lVert p_j \rVert^2
-      - \frac{d}{2}\log(2\pi t).
-
-The first and last terms do not depend on :math:`j`, so the posterior over points is
+For :math:`Y` uniform over :math:`p_1, \dots, p_M \in \mathbb{R}^d` and :math:`y \sim
+\mathcal{N}(tY, tI)` as in stochastic localization (Anari et al., *Parallel Sampling via
+Autospeculation*, arXiv:2511.07869), the terms of :math:`\log \mathcal{N}(y; t p_j, tI)` that do
+not depend on :math:`j` drop out of the posterior over points:
 
 .. math::
 
@@ -19,15 +12,7 @@ The first and last terms do not depend on :math:`j`, so the posterior over point
     \qquad
     \mathbb{E}[Y \mid tY + W_t = y] = \sum_{j=1}^M w_j(t, y)\, p_j,
 
-with no division by :math:`t`: the formula is exact and stable down to :math:`t = 0`, where
-:math:`y = 0` gives uniform weights and the mean of the points. For accuracy in float32 the
-computation runs in coordinates centred at the mean :math:`\bar p` of the points (the
-observation becomes :math:`y - t \bar p`), which leaves the weights unchanged.
-
-**References**
-
-1. *Parallel Sampling via Autospeculation*, N. Anari, C. Baronio, C. Chen, A. Haqi,
-   F. Koehler, A. Li, T.-D. Vuong, arXiv:2511.07869 (2025).
+with no division by :math:`t` (exact down to :math:`t = 0`), computed centred at the mean.
 """
 
 import functools
@@ -58,22 +43,15 @@ def _center_points(points: Array) -> tuple[Array, Array, Array]:
 class PointCloudDenoiser(ArrayDenoiser):
     r"""Posterior mean of :math:`Y` uniform over a point cloud, given :math:`tY + W_t = y`.
 
-    Computes :math:`\sum_j w_j(t, y) p_j` with
-    :math:`w_j = \operatorname{softmax}_j(\langle y, p_j \rangle - t\lVert p_j \rVert^2/2)`
-    (see the module docstring for the derivation). One call costs :math:`O(Md)`. The object is
-    a JAX pytree (the points are its leaves), so it can be closed over or passed as an argument
-    to jitted functions; its methods are themselves jitted, so eager calls run as one compiled
-    program (compiled once per input shape).
+    Computes :math:`\sum_j w_j(t, y) p_j` (module docstring) in :math:`O(Md)`.  A JAX pytree
+    (the points are its leaves) with jitted methods.
 
     :param points: float array of shape ``(M, d)``, the support of :math:`Y`, each point with
-        probability :math:`1/M`. Stored as float32.
-    :param labels: optional array of shape ``(M,)`` carried along (for example the class of
-        each point); not used by the denoiser.
+        probability :math:`1/M`.
+    :param labels: optional array of shape ``(M,)`` carried along (e.g. the class of each
+        point); not used by the denoiser.
 
-    **Example**
-
-    >>> import jax
-    >>> import jax.numpy as jnp
+    >>> import jax, jax.numpy as jnp
     >>> denoiser = PointCloudDenoiser(jnp.array([[0.0, 0.0], [1.0, 2.0]]))
     >>> denoiser(0.0, jnp.zeros(2)).tolist()  # t = 0: the mean of the points
     [0.5, 1.0]
@@ -103,8 +81,7 @@ class PointCloudDenoiser(ArrayDenoiser):
             if labels.shape != points.shape[:1]:
                 raise DenoiserError(
                     f"PointCloudDenoiser: labels must have shape ({points.shape[0]},) to match "
-                    f"points, "
-                    f"got {labels.shape}"
+                    f"points, got {labels.shape}"
                 )
         self.points = points
         self.labels = labels
@@ -150,11 +127,8 @@ class PointCloudDenoiser(ArrayDenoiser):
 
     @jax.jit
     def nearest(self, y: ArrayLike) -> Array:
-        r"""Index (int32 scalar) of the point nearest to ``y`` in Euclidean distance.
-
-        Equal to :math:`\arg\max_j (\langle y, p_j \rangle - \lVert p_j \rVert^2/2)`; useful to
-        map denoised outputs back to the support for categorical goodness-of-fit tests.
-        """
+        r"""Index (int32 scalar) of the point nearest to ``y``,
+        :math:`\arg\max_j (\langle y, p_j \rangle - \lVert p_j \rVert^2/2)`."""
         y = self._check_state(y)
         scores = (
             jnp.matmul(self._centered_points, y - self._mean, precision=_HIGHEST)

@@ -1,18 +1,10 @@
 r"""Checks that a denoiser and a time grid meet the contract of the diffusion process.
 
-Three layers, from cheapest to most thorough:
-
-- :func:`check_denoiser_signature` traces the denoiser abstractly (:func:`jax.eval_shape`, no
-  computation) and checks that it maps a float32 scalar ``t`` and a float32 ``(dim,)`` vector
-  ``y`` to a float32 ``(dim,)`` vector.
-- :func:`denoiser_defect` is a pure :mod:`jax.numpy` function that can run inside a compiled
-  sampler: it turns one denoiser evaluation into an int32 code (:data:`DEFECT_OK`,
-  :data:`DEFECT_NAN`, :data:`DEFECT_INFINITE`, :data:`DEFECT_TIME`: the codes of
-  :mod:`numpyro_autospec.errors`, shared with the any-order oracles). The host then calls
-  :func:`~numpyro_autospec.errors.raise_if_defect` on the code (``error=DenoiserError``) to
-  raise a readable :class:`DenoiserError`.
-- :func:`validate_denoiser` runs both eagerly at probe points and, when given, checks the time
-  grid :math:`0 = t_0 < t_1 < \dots < t_N` with :func:`check_time_grid`.
+:func:`check_denoiser_signature` traces the denoiser abstractly; :func:`denoiser_defect` turns
+one evaluation into an int32 defect code of :mod:`numpyro_autospec.errors` inside a compiled
+sampler (the host raises with ``raise_if_defect(..., error=DenoiserError)``);
+:func:`validate_denoiser` runs both eagerly at probe points, and :func:`check_time_grid` checks
+a grid :math:`0 = t_0 < t_1 < \dots < t_N`.
 """
 
 from collections.abc import Callable
@@ -52,24 +44,8 @@ _MAX_PROBE_TIMES = 16
 def check_denoiser_signature(
     denoiser: Callable[[Array, Array], Array], dim: int, *, name: str = "denoiser"
 ) -> None:
-    """Check abstractly that ``denoiser(t, y)`` maps float32 ``()`` and ``(dim,)`` to ``(dim,)``.
-
-    The check traces the denoiser with :func:`jax.eval_shape`: no computation runs.
-
-    :param denoiser: the callable to check.
-    :param dim: the dimension :math:`d` of the state space.
-    :param name: how error messages refer to the denoiser.
-    :raises DenoiserError: if ``dim`` is not a positive integer, if ``denoiser.dim`` exists and
-        differs from ``dim``, if tracing fails, or if the output is not a single float32 array
-        of shape ``(dim,)``.
-
-    >>> check_denoiser_signature(lambda t, y: (1.0 - t) * y, dim=3)  # passes: returns None
-    >>> check_denoiser_signature(lambda t, y: y[:2], dim=3, name="half")
-    Traceback (most recent call last):
-    ...
-    numpyro_autospec.errors.DenoiserError: half must return float32[3] \
-(shape (3,)), got float32[2] (shape (2,))
-    """
+    """Check with :func:`jax.eval_shape` (no computation) that ``denoiser(t, y)`` maps float32
+    ``()`` and ``(dim,)`` to float32 ``(dim,)``; ``DenoiserError`` naming ``name`` otherwise."""
     positive_integer(dim, "dim", DenoiserError)
     if not callable(denoiser):
         raise DenoiserError(f"{name} must be callable, got {type(denoiser).__name__}")
@@ -92,26 +68,8 @@ def check_denoiser_signature(
 
 
 def denoiser_defect(output: ArrayLike, t: ArrayLike) -> Array:
-    """Classify one denoiser evaluation as an int32 code; pure :mod:`jax.numpy`, traceable.
-
-    The code is :data:`DEFECT_TIME` if ``t`` is negative or not finite (checked first: such a
-    time usually also causes the other defects), else :data:`DEFECT_NAN` if ``output`` contains
-    a NaN, else :data:`DEFECT_INFINITE` if it contains an infinity, else :data:`DEFECT_OK`.
-    All elements are reduced to one scalar code; use :func:`jax.vmap` for one code per batch
-    member.
-
-    :param output: the denoiser output, any shape.
-    :param t: the time at which the denoiser was called, any shape.
-    :return: int32 scalar code.
-
-    **Example**
-
-    >>> import jax.numpy as jnp
-    >>> int(denoiser_defect(jnp.array([0.0, jnp.nan]), 1.0)) == DEFECT_NAN
-    True
-    >>> int(denoiser_defect(jnp.zeros(2), -1.0)) == DEFECT_TIME
-    True
-    """
+    """The int32 scalar code of one evaluation (traceable): ``DEFECT_TIME`` if ``t`` is negative
+    or not finite, else ``DEFECT_NAN``, ``DEFECT_INFINITE`` or ``DEFECT_OK`` for ``output``."""
     output = jnp.asarray(output)
     t = jnp.asarray(t)
     time_defect = jnp.any(~jnp.isfinite(t) | (t < 0))
@@ -126,19 +84,7 @@ def denoiser_defect(output: ArrayLike, t: ArrayLike) -> Array:
 
 
 def check_query_time(t: ArrayLike, *, owner: str) -> Array:
-    """One denoiser query's time ``t`` as a float32 scalar.
-
-    :raises DenoiserError: naming ``owner`` and the shape, for a ``t`` that is not a scalar
-        (a batch: the denoisers are written for one query and batched with ``jax.vmap``).
-
-    >>> check_query_time(0.5, owner="MyDenoiser").dtype
-    dtype('float32')
-    >>> check_query_time([0.5, 1.0], owner="MyDenoiser")
-    Traceback (most recent call last):
-    ...
-    numpyro_autospec.errors.DenoiserError: MyDenoiser: t must be a scalar, \
-got shape (2,); use jax.vmap for batches
-    """
+    """One query's time ``t`` as a float32 scalar (``DenoiserError`` naming ``owner``)."""
     t = jnp.asarray(t, dtype=jnp.float32)
     if t.shape != ():
         raise DenoiserError(
@@ -148,13 +94,7 @@ got shape (2,); use jax.vmap for batches
 
 
 def check_query_state(y: ArrayLike, dim: int, *, owner: str) -> Array:
-    """One denoiser query's state ``y`` as a float32 vector of shape ``(dim,)``.
-
-    :raises DenoiserError: naming ``owner``, the expected and the given shape.
-
-    >>> check_query_state([0.0, 1.0], 2, owner="MyDenoiser").shape
-    (2,)
-    """
+    """One query's state ``y`` as float32 ``(dim,)`` (``DenoiserError`` naming ``owner``)."""
     y = jnp.asarray(y, dtype=jnp.float32)
     if y.shape != (dim,):
         raise DenoiserError(
@@ -168,28 +108,10 @@ def check_time_grid(
 ) -> np.ndarray | Array:
     r"""Check a time grid :math:`0 = t_0 < t_1 < \dots < t_N` and return it as float32.
 
-    Only the grid's *length* is static.  Its shape and dtype are always checked: one-dimensional
-    with at least two entries, of a real (integer or floating) dtype.  A concrete grid is also
-    checked on the host: finite, starting at exactly 0, strictly increasing *after* conversion
-    to float32 (two times that float32 cannot tell apart would give a zero step); it is
-    returned as float32 numpy.  A traced grid (a model argument under ``jit``, a value computed
-    in the model) is returned as a float32 JAX array without value checks: a bad grid then
-    shows up as NaN or infinite answers, which the engine's answer validation reports.
-
-    :param times: the grid.
-    :param name: how error messages refer to the grid.
-    :param site: the site the grid belongs to, named in error messages when given.
-    :return: the grid, float32 (numpy when concrete).
-    :raises TimeGridError: naming the first offending index and value.
-
-    **Example**
-
-    >>> check_time_grid([0.0, 0.5, 1.0]).tolist()
-    [0.0, 0.5, 1.0]
-    >>> check_time_grid([0.0, 1.0, 1.0], site="y")
-    Traceback (most recent call last):
-        ...
-    numpyro_autospec.errors.TimeGridError: site 'y': times must be strictly ...
+    Shape and real dtype are always checked; a concrete grid is also checked to be finite,
+    start at 0 and increase strictly in float32, and returned as float32 numpy.  A traced grid
+    is returned as a float32 JAX array without value checks.  ``TimeGridError`` names the
+    first offending index and value (and ``site`` when given).
     """
     prefix = "" if site is None else f"site {site!r}: "
     traced = isinstance(times, jax.core.Tracer)
@@ -233,10 +155,7 @@ def _probe_times(grid: np.ndarray | None) -> np.ndarray:
 
 @jit_over_parameters
 def _evaluate_probes(denoiser, times: Array, states: Array) -> Array:
-    """The defect codes of the denoiser's outputs at the probe points: one compiled call
-    (evaluated even inside ``ensure_compile_time_eval``, its body staged), compiled once per
-    denoiser structure and shapes
-    (:func:`~numpyro_autospec._core.parameters.jit_over_parameters`)."""
+    """The defect codes of the denoiser's outputs at the probe points, in one compiled call."""
     with staged_constants():
         outputs = jax.vmap(denoiser)(times, states)
         return jax.vmap(denoiser_defect)(outputs, times)
@@ -252,13 +171,10 @@ def validate_denoiser(
 ) -> None:
     r"""Eagerly check a denoiser (and optionally a time grid) against the contract.
 
-    Steps: :func:`check_denoiser_signature`; :func:`check_time_grid` on ``times`` if given;
-    then one evaluation of ``jax.jit(jax.vmap(denoiser))`` on a batch of probe points, each
-    output checked with :func:`denoiser_defect`. The probe times are up to 16 points of the
-    grid (evenly spaced in index, always including both ends), or
-    :math:`\{0, 10^{-3}, 10^{-1}, 1, 10, 10^3\}` without a grid. The probe observations are
-    typical for a target with unit-scale coordinates, :math:`y = t z_1 + \sqrt{t} z_2` with
-    :math:`z_1, z_2 \sim \mathcal{N}(0, I)` (so :math:`y = 0` at :math:`t = 0`).
+    Checks the signature and the grid, then evaluates ``jax.jit(jax.vmap(denoiser))`` once at
+    probe points for NaN or infinite outputs: up to 16 times of the grid (both ends included),
+    or :math:`\{0, 10^{-3}, 10^{-1}, 1, 10, 10^3\}` without one, and :math:`y = t z_1 + \sqrt{t}
+    z_2`, :math:`z_1, z_2 \sim \mathcal{N}(0, I)`.
 
     :param denoiser: the callable to check.
     :param dim: the dimension :math:`d`.
@@ -266,8 +182,6 @@ def validate_denoiser(
     :param name: how error messages refer to the denoiser.
     :param key: PRNG key for the probe observations; defaults to ``jax.random.key(0)``.
     :raises DenoiserError: on the first violation found.
-
-    **Example**
 
     >>> import jax.numpy as jnp
     >>> from numpyro_autospec.denoisers import PointCloudDenoiser
@@ -284,7 +198,7 @@ def validate_denoiser(
     probe_times = _probe_times(grid)
     if key is None:
         key = jax.random.key(0)
-    # Host-side probes, seeded from the key: no random-number program to compile.
+    # host-side probes: no random-number program to compile
     generator = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
     num_probes = probe_times.shape[0]
     scale_draws, noise_draws = generator.standard_normal((2, num_probes, dim))

@@ -5,9 +5,4 @@ from numpyro_autospec.config import Capacity
 from numpyro_autospec.engine._run import Samples, run
 from numpyro_autospec.engine._sequential import sequential_run
 
-__all__ = [
-    "Capacity",
-    "Samples",
-    "run",
-    "sequential_run",
-]
+__all__ = ["Capacity", "Samples", "run", "sequential_run"]

@@ -1,11 +1,5 @@
-"""Counting over the slots: running sums and compaction, written as a few fused reductions.
-
-The engine lays work out end to end every pass (the slots an event reached, the trials a
-pass spawns, the units of a round).  ``jnp.cumsum``, ``jnp.nonzero`` and ``searchsorted``
-compile on XLA:CPU to several kernels each (a tree of windowed reductions, a scatter); over the
-pool's slots of a small pool a comparison of every pair is one fused reduction, so each
-helper here is one or two kernels.  Longer axes keep ``jnp.cumsum`` and a binary search.
-"""
+"""Running sums and compaction over the slots as fused pairwise reductions (one or two XLA
+kernels each, where ``cumsum``/``searchsorted`` take several); long axes keep those."""
 
 from __future__ import annotations
 
@@ -15,8 +9,7 @@ from jax import Array
 
 __all__ = ["running_sum", "count_at_most", "first_true", "expand_demand", "segment_total"]
 
-#: axes longer than this take ``jnp.cumsum`` and a binary search (a comparison of every pair
-#: costs ``O(n^2)``: 0.2 ms at 32 x 512 pairs on a 2-core CPU, 1.1 ms at 256 x 4500)
+#: axes longer than this take ``jnp.cumsum`` and a binary search (pairwise is ``O(n^2)``)
 PAIRWISE = 128
 
 
@@ -39,9 +32,7 @@ def running_sum(values: Array) -> Array:
 
 
 def segment_total(values: Array, segments: Array, count: int) -> Array:
-    """The sums of ``values`` (along the first axis) over each of the ``count`` segments
-    ``0..count-1`` named by ``segments`` (other ids are dropped):
-    ``jax.ops.segment_sum(values, segments, count)`` without its zeroed buffer and scatter.
+    """``jax.ops.segment_sum(values, segments, count)``, ids outside ``0..count-1`` dropped.
 
     >>> import jax.numpy as jnp
     >>> segment_total(jnp.array([1, 2, 3, 4]), jnp.array([0, 2, 0, 5]), 3).tolist()
@@ -56,9 +47,7 @@ def segment_total(values: Array, segments: Array, count: int) -> Array:
 
 
 def count_at_most(cumulative: Array, items: Array) -> Array:
-    """For each of ``items``, the number of entries of the non-decreasing ``cumulative``
-    that are at most it: the slot an item falls in when the slots' counts are laid end to
-    end (``jnp.searchsorted(cumulative, items, side="right")``).
+    """``jnp.searchsorted(cumulative, items, side="right")``: the slot each item falls in.
 
     >>> import jax.numpy as jnp
     >>> count_at_most(jnp.array([2, 2, 3]), jnp.arange(4)).tolist()
@@ -71,8 +60,7 @@ def count_at_most(cumulative: Array, items: Array) -> Array:
 
 
 def first_true(mask: Array, count: int) -> Array:
-    """The indices of the first ``count`` true entries of ``mask``, padded with
-    ``len(mask)``.
+    """The indices of the first ``count`` true entries of ``mask``, padded with ``len(mask)``.
 
     >>> import jax.numpy as jnp
     >>> first_true(jnp.array([False, True, True, False, True]), 2).tolist()
@@ -84,8 +72,8 @@ def first_true(mask: Array, count: int) -> Array:
 
 
 def expand_demand(demand: Array, count: int) -> tuple[Array, Array, Array]:
-    """The first ``count`` items of the slots' ``demand`` (items per slot) laid end to end:
-    for each item its slot, its offset among that slot's items, and whether it exists.
+    """The first ``count`` items of ``demand`` (items per slot) laid end to end: each item's
+    slot, its offset in the slot, and whether it exists.
 
     >>> import jax.numpy as jnp
     >>> owner, offset, exists = expand_demand(jnp.array([2, 0, 1]), 4)

@@ -1,19 +1,6 @@
-"""A run's failure, carried as data to where its result reaches the host.
-
-A run records the first defective oracle answer inside its compiled program, as
-``(code, row, step, draw)``, and whether it stopped before every draw was done.  No host
-callback is involved (a program with one cannot be kept by JAX's persistent compilation cache):
-
-* inside the NumPyro kernel's step (:func:`numpyro_autospec._core.failures.collecting`) the record
-is
-  handed to the step, which carries it in its state;
-* otherwise the run returns it in :attr:`Samples.failure
-  <numpyro_autospec.engine.Samples>`, a :class:`~numpyro_autospec._core.failures.Failure`: rebuilt
-  on
-  the host with a failed record (the output of a compiled program that returns it, or an eager
-  call), it raises the run's exception, an :class:`~numpyro_autospec.errors.OracleError`
-  naming the site, the function, the row and the step.
-"""
+"""A run's failure (first defect ``(code, row, step, draw)``, early stop) carried as data, not
+by a host callback (that would keep the program out of the compilation cache): handed to a
+``collecting`` block (the NumPyro kernel), else returned in ``Samples.failure``."""
 
 from __future__ import annotations
 
@@ -29,14 +16,9 @@ __all__ = ["failure_error", "carried_failure"]
 
 
 def failure_error(process, defect, incomplete) -> Exception | None:
-    """Host side: the exception of a run, or ``None`` when it succeeded.
-
-    A defective oracle answer (``defect = (code, row, step, draw)``, the first one recorded;
-    under ``vmap`` the first run with a defect) gives ``process.defect_error`` with the
-    process's sentence naming the site, the user's function, the row and the step; a run that
-    stopped before every draw was done (a stall, the pass limit) is a bug of the engine:
-    :class:`RuntimeError`.
-    """
+    """Host side: a run's exception, or ``None``: ``process.defect_error`` for the first
+    ``defect = (code, row, step, draw)`` (under ``vmap``: the first run with one), a
+    :class:`RuntimeError` (an engine bug) for an ``incomplete`` run."""
     defect, incomplete = np.asarray(defect), np.asarray(incomplete)
     if defect.ndim > 1:
         index = int(np.argmax(defect[..., 0].reshape(-1) > 0))
@@ -56,10 +38,8 @@ def failure_error(process, defect, incomplete) -> Exception | None:
 
 
 def carried_failure(process, defect: Array, incomplete: Array) -> failures.Failure | None:
-    """Trace time: the run's failure, as a :class:`~numpyro_autospec._core.failures.Failure` to
-    return
-    with its samples, or ``None`` inside a :func:`~numpyro_autospec._core.failures.collecting` block
-    (the record is handed to it)."""
+    """Trace time: the run's :class:`~numpyro_autospec._core.failures.Failure`, or ``None``
+    inside a ``collecting`` block (which takes the record)."""
     reporter = functools.partial(failure_error, process)
     if failures.is_collecting():
         failures.collect(defect, incomplete, reporter)

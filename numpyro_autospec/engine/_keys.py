@@ -1,22 +1,6 @@
-"""The engine's random keys: JAX's threefry keys, hashed by straight-line code.
-
-Every random number of a draw comes from its key through JAX's threefry-2x32 hash (key splits,
-``fold_in``, uniform and Gumbel draws).  On the CPU, JAX lowers that hash as a rolled loop of
-five steps, which XLA:CPU compiles as a function of its own at each of the engine's call sites
-(19 at Curie-Weiss n = 32): a quarter of the LLVM IR of the engine's program, whatever the
-oracle.  On other platforms JAX lowers
-the same hash as straight-line code, which XLA fuses into the kernels that use it.
-
-:data:`STRAIGHT_THREEFRY` is a PRNG implementation
-(:func:`jax.extend.random.define_prng_impl`) that computes **the same bits** as JAX's
-``threefry2x32`` with the hash written as ``jax.numpy`` operations, so that every platform
-gets the straight-line form.  :func:`engine_keys` wraps a run's keys with it when JAX's
-default threefry would give them (raw ``uint32[..., 2]`` keys or typed ``threefry2x32`` keys,
-with ``jax_threefry_partitionable``, JAX's default): the draws are then bit for bit those of
-the reference sampler, which uses the keys as given (``tests/engine/test_keys.py`` checks the
-bits of splits, ``fold_in`` and every draw the package makes against JAX's own).  Any other
-key (another implementation, or the non-partitionable threefry) is used as given.
-"""
+"""The engine's keys: :data:`STRAIGHT_THREEFRY` computes **the same bits** as JAX's threefry
+with the hash as ``jax.numpy`` operations, which XLA fuses (on the CPU JAX's rolled loop is
+compiled as a function per call site, a quarter of the engine's LLVM IR)."""
 
 from __future__ import annotations
 
@@ -39,18 +23,8 @@ _PARITY = np.uint32(0x1BD11BDA)
 
 
 def threefry2x32(key1: Array, key2: Array, count1: Array, count2: Array) -> tuple[Array, Array]:
-    """The Threefry-2x32 hash (Salmon et al., *Parallel random numbers: as easy as 1, 2, 3*,
-    SC 2011; 20 rounds) of the counters ``(count1, count2)`` under the key ``(key1, key2)``,
-    as JAX computes it (``jax.extend.random.threefry_2x32``), in ``jax.numpy`` operations.
-
-    >>> import jax, jax.numpy as jnp
-    >>> from jax.extend.random import threefry_2x32
-    >>> key = jax.random.PRNGKey(3)
-    >>> counts = jnp.arange(4, dtype=jnp.uint32)
-    >>> ours = jnp.concatenate(threefry2x32(key[0], key[1], counts[:2], counts[2:]))
-    >>> bool((ours == threefry_2x32(key, counts)).all())
-    True
-    """
+    """The Threefry-2x32 hash (Salmon et al., SC 2011; 20 rounds) of ``(count1, count2)``
+    under the key ``(key1, key2)``, as ``jax.extend.random.threefry_2x32`` computes it."""
     keys = (key1, key2, key1 ^ key2 ^ _PARITY)
     x1, x2 = count1 + keys[0], count2 + keys[1]
     for group in range(5):
@@ -64,8 +38,7 @@ def threefry2x32(key1: Array, key2: Array, count1: Array, count2: Array) -> tupl
 
 
 def _counters(shape) -> tuple[Array, Array]:
-    """The high and low words of the row-major index of every element of ``shape`` (JAX's
-    counters for splits and random bits)."""
+    """JAX's counters: the high and low words of each element's row-major index."""
     size = math.prod(shape)
     if size >= 2**32:
         raise InputError(f"at most 2**32 - 1 random values at once, got shape {shape}")
@@ -107,18 +80,10 @@ STRAIGHT_THREEFRY = define_prng_impl(
 
 
 def engine_keys(keys) -> Array:
-    """The keys a run draws with, from a batch of PRNG keys (raw ``uint32[D, 2]`` or typed
-    ``[D]``): typed keys of :data:`STRAIGHT_THREEFRY` when they are JAX's threefry keys (raw
-    keys under the default implementation, or typed ``threefry2x32`` keys) and JAX's threefry
-    is partitionable (its default), so that they give the same bits; else the keys as
-    given.
+    """A batch of keys (raw ``uint32[D, 2]`` or typed ``[D]``) as :data:`STRAIGHT_THREEFRY`
+    keys when they are JAX's partitionable threefry keys (the same bits), else as given.
 
     :raises InputError: the keys are not a batch (their raw data is not two-dimensional).
-
-    >>> import jax
-    >>> keys = engine_keys(jax.random.split(jax.random.PRNGKey(0), 3))
-    >>> keys.shape, jax.random.key_impl(keys) == STRAIGHT_THREEFRY
-    ((3,), True)
     """
     given = jnp.asarray(keys)
     if jax.dtypes.issubdtype(given.dtype, jax.dtypes.prng_key):

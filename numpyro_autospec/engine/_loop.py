@@ -1,22 +1,8 @@
-"""The engine's loop: passes of the transitions, and a round of oracle calls whenever nothing
-can move without one (docs/algorithm.md, section 4).
-
-Every iteration of one ``lax.while_loop`` is a *pass*:
-
-1. resolve the residual loops that can (:func:`~numpyro_autospec.engine._trials.resolve`) and
-   free the orphans;
-2. advance the slots an event reached, up to ``lanes`` of them, by one composed transition each
-   (:func:`~numpyro_autospec.engine._tasks.advance`), and apply the reports of the trials that
-   finished;
-3. admit new trials and draws (:func:`~numpyro_autospec.engine._trials.admit`);
-4. if, after that, no slot can move, run the round
-   (:func:`~numpyro_autospec.engine._round.query_round`): the loop of batched oracle calls,
-   with a trip count of 0 in every other pass.
-
-A pass that settles the pool is also the one that calls the oracle, so that everything ready
-at the same time goes into the same round: the rounds are the reference's.  There is no
-conditional in the loop: every step is a masked update of the pool.
-"""
+"""The engine's loop (docs/algorithm.md, section 4): one ``lax.while_loop`` whose every
+iteration, a *pass*, (1) resolves residual loops and frees orphans, (2) advances up to
+``lanes`` slots an event reached and applies the finished trials' reports, (3) admits trials
+and draws, and (4) when no slot can move, runs the round of oracle calls (trip count 0
+otherwise), so everything ready at once shares a round, as in the reference."""
 
 from __future__ import annotations
 
@@ -69,8 +55,7 @@ class EngineState(NamedTuple):
 
 
 def events(meta: Meta) -> Array:
-    """The slots a pass advances: a block set up, a leaf step's answer known, a block scored,
-    a block done."""
+    """The slots a pass advances (a block set up, scored or done, a leaf step answered)."""
     status = meta.status
     return (
         (status == Status.START)
@@ -93,7 +78,6 @@ def one_pass(context: Context, state: EngineState) -> EngineState:
     meta = resolve(plan, stored, state.due)
     moving = events(meta)
 
-    # the lanes: every slot, or the first ``lanes`` slots an event reached
     everyone = plan.lanes == size
     index = jnp.arange(size) if everyone else first_true(moving, plan.lanes)
     slot = jnp.minimum(index, size - 1)
@@ -102,11 +86,10 @@ def one_pass(context: Context, state: EngineState) -> EngineState:
     lane_meta = meta if everyone else unpack(Meta, lane_rows)
     parent = jnp.clip(lane_meta.parent, 0, size - 1)
     parents = unpack(Meta, packed[parent])
-    take = (
-        (lambda tree: tree)
-        if everyone
-        else (lambda tree: jax.tree.map(lambda leaf: leaf[slot], tree))
-    )
+
+    def take(tree):
+        return tree if everyone else jax.tree.map(lambda leaf: leaf[slot], tree)
+
     lane = Lane(
         slot=slot,
         meta=lane_meta,
@@ -143,7 +126,6 @@ def one_pass(context: Context, state: EngineState) -> EngineState:
         plan, pool, unpack(Meta, packed), jnp.where(active, index, size), moved
     )
 
-    # admission, then what the next pass resolves and frees
     parents = unpack(Meta, pool.meta[jnp.clip(meta.parent, 0, size - 1)])
     children, below = counted_children(meta, parents)
     orphan = orphans(meta, parents)
@@ -151,13 +133,8 @@ def one_pass(context: Context, state: EngineState) -> EngineState:
     due = pending(meta, children + spawned, below, orphan)
     quiet = ~jnp.any(events(meta) | due.resolved | due.exhausted | due.orphans)
 
-    # the round, when nothing can move without it
     pool, window_rows, queries, conditionals, defect, units = query_round(
-        context,
-        pool,
-        (state.window_rows, state.queries, state.conditionals),
-        state.defect,
-        quiet,
+        context, pool, (state.window_rows, state.queries, state.conditionals), state.defect, quiet
     )
     has_demand = quiet & (units > 0)
     live_roots = (meta.status[:draws] != Status.FREE) & (meta.status[:draws] != Status.DONE)
@@ -183,12 +160,9 @@ def initial_state(context: Context) -> EngineState:
     policy = plan.policy
     key_init, key_run = jax.vmap(jax.random.split, out_axes=1)(context.keys)
     x_roots = jax.vmap(process.init)(key_init)
-    answer_like = jax.eval_shape(
-        lambda x: process.query(x, 0, plan.answer_rows), jax.tree.map(lambda leaf: leaf[0], x_roots)
-    )
-    reduced_like = jax.eval_shape(
-        process.reduce, jax.tree.map(lambda leaf: leaf[0], x_roots), 0, answer_like
-    )
+    x_first = jax.tree.map(lambda leaf: leaf[0], x_roots)
+    answer_like = jax.eval_shape(lambda x: process.query(x, 0, plan.answer_rows), x_first)
+    reduced_like = jax.eval_shape(process.reduce, x_first, 0, answer_like)
 
     def tile(leaf, count, lead=()):
         return jnp.zeros((count, *lead, *leaf.shape), leaf.dtype)
@@ -197,49 +171,25 @@ def initial_state(context: Context) -> EngineState:
     x = flatten(plan.state_layout, x, lead=1)
     answers = jax.tree.map(lambda leaf: tile(leaf, size, (2,)), answer_like)
     window_rows = jax.tree.map(lambda leaf: tile(leaf, draws, (plan.window_size,)), reduced_like)
-    # every field of the initial pool is known at trace time (NumPy, so pack gives a constant)
+    # NumPy fields, so that pack gives a constant
     slots = np.arange(size, dtype=np.int32)
     is_root = slots < draws
     zeros = np.zeros(size, np.int32)
     first_block = policy.first_window if policy.rule is not None else policy.recursion_block
-    meta = Meta(
-        status=zeros,
+    meta = Meta(*[zeros] * len(Meta._fields))._replace(
         draw=np.where(is_root, slots, 0).astype(np.int32),
         parent=zeros - 1,
-        parent_epoch=zeros,
-        epoch=zeros,
-        trial=zeros,
-        start=zeros,
         stop=zeros + plan.num_steps,
         max_block=zeros + policy.recursion_block,
-        block_index=zeros,
-        block_start=zeros,
         block_end=zeros + min(first_block, plan.num_steps),
-        cursor=zeros,
-        served=zeros,
-        has_answer=zeros,
-        has_next=zeros,
         owner=slots,
-        buffer=zeros,
         verifying=zeros + int(policy.rule is not None),
         window=zeros + policy.first_window,
-        advanced=zeros,
-        windows=zeros,
-        trial_next=zeros,
-        batch=zeros,
-        batch_end=zeros,
-        best_trial=zeros,
-        tail_rows=zeros,
-        next_rows=zeros,
     )
     keys = jnp.concatenate([key_run[:, None], key_run[:, None], key_run[:, None]], axis=1)
     keys = jnp.concatenate([keys, jnp.broadcast_to(keys[:1], (size - draws, *keys.shape[1:]))])
     pool = Pool(
-        meta=pack(meta),
-        scores=jnp.zeros((size, 2), jnp.float32),
-        keys=keys,
-        x=x,
-        answers=answers,
+        meta=pack(meta), scores=jnp.zeros((size, 2), jnp.float32), keys=keys, x=x, answers=answers
     )
     counter = jnp.zeros(draws, jnp.int32)
     nothing = jnp.zeros(size, bool)

@@ -1,14 +1,6 @@
-"""The static plan of a run: the root policy, the pool's sizes and the shape of a round's oracle
-call, resolved once at trace time from a process, a configuration and a :class:`Capacity`.
-
-A run holds ``D`` *roots* (one per draw, slots ``0..D-1``) and ``T`` *trial slots* (slots
-``D..D+T-1``) for the residual trials of recursion blocks (docs/algorithm.md, sections 3-4).
-A round's queries are cut into *units* of one oracle evaluation each, and evaluated
-``chunk`` units at a time in a loop whose trip count follows the round's demand
-(:mod:`~numpyro_autospec.engine._round`).  A unit of a process that scores blocks
-(``scores_blocks``) is one block-form call of ``unit_rows`` conditionals; any other process
-evaluates one query per unit.
-"""
+"""The static plan of a run (trace time): ``D`` roots (slots ``0..D-1``), ``T`` trial slots
+(docs/algorithm.md, sections 3-4), and a round's units of one oracle evaluation (a query, or a
+block-form call of ``unit_rows`` rows), evaluated ``chunk`` at a time."""
 
 from __future__ import annotations
 
@@ -29,19 +21,16 @@ from numpyro_autospec.processes._base import has_discrete_steps
 
 __all__ = ["RECURSION_ROOT_SLOTS", "Plan", "plan", "nbytes"]
 
-#: smallest default number of trial slots when roots are made of recursion blocks (the paper's
-#: root, diffusion): their residual loops are the parallel work of a draw, and a batch of
-#: trials that does not fit waits for slots (more rounds, same draws)
+#: smallest default number of trial slots when roots are made of recursion blocks (trials
+#: that do not fit wait for slots: more rounds, same draws)
 RECURSION_ROOT_SLOTS = 512
 
 #: bytes one pass of the transitions may gather per lane-set when sizes are chosen by default
 LANE_BYTES = 1 << 20
-#: pools of at most this many slots, and bytes of lanes, advance every slot each pass (no
-#: compaction): at Curie-Weiss n = 1024 (21 slots of 36 kB) two lanes draw in a quarter of
-#: the time of every slot, with the same rounds
+#: pools of at most this many slots, and bytes of lanes, advance every slot each pass
 EVERY_SLOT = 64
 EVERY_SLOT_BYTES = 1 << 16
-#: at most this many lanes by default (a pass's counting is pairwise over its lanes)
+#: at most this many lanes by default (a pass counts pairwise over its lanes)
 MAX_LANES = 256
 
 
@@ -76,24 +65,11 @@ def nbytes(tree) -> int:
 def _optional(value, label: str, minimum: int = 1) -> int | None:
     if value is None:
         return None
-    value = positive_integer(value, label, ConfigError) if minimum else int(value)
-    return value
+    return positive_integer(value, label, ConfigError) if minimum else int(value)
 
 
 def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key_like) -> Plan:
-    """Resolve the static sizes of a run of ``num_draws`` draws.
-
-    Example
-    -------
-    >>> import jax
-    >>> from numpyro_autospec.config import SamplerConfig
-    >>> from numpyro_autospec.oracles import CurieWeissOracle
-    >>> from numpyro_autospec.processes import AnyOrderProcess
-    >>> process = AnyOrderProcess(CurieWeissOracle(64, beta=1.0), 64, 2)
-    >>> sizes = plan(process, SamplerConfig(), Capacity(), 4, jax.random.PRNGKey(0))
-    >>> sizes.num_steps, sizes.window_size, sizes.answer_rows, sizes.block_mode
-    (64, 64, 64, True)
-    """
+    """Resolve the static sizes of a run of ``num_draws`` draws."""
     config = config.validate()
     if not isinstance(capacity, Capacity):
         raise ConfigError(f"capacity must be a Capacity, got {type(capacity).__name__}")
@@ -136,11 +112,7 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
 
     lanes = _optional(capacity.max_transitions, "capacity.max_transitions")
     if lanes is None:
-        # a pass advances every slot of a small pool in place; a larger one gathers the slots
-        # an event reached, up to as many as move about LANE_BYTES (each lane's state, its
-        # two answers and a root's window rows)
-        # (a lane's transition speculates, scores and verifies whether it moves or not: its
-        # work follows its bytes, so a pool of large slots advances few lanes, two per draw)
+        # every slot of a small pool, else the slots an event reached, about LANE_BYTES
         lane_bytes = slot_bytes + (nbytes(answer_shape) if windows else 0)
         if num_slots <= EVERY_SLOT and num_slots * lane_bytes <= EVERY_SLOT_BYTES:
             lanes = num_slots
@@ -151,8 +123,7 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
 
     rows_per_call = None
     if block_mode:
-        # a slot's scoring rows in one call, unless the oracle's rows cost about a call each
-        # (``rows_per_call``); its answer is a query of its own (engine._round)
+        # a slot's scoring rows in one call, unless capped by ``rows_per_call``
         longest_block = max(window_size, recursion_block, 1)
         unit_rows = max(1, longest_block - 1)
         rows_per_call = process.rows_per_call
@@ -167,8 +138,7 @@ def plan(process, config: SamplerConfig, capacity: Capacity, num_draws: int, key
         if not block_mode:
             chunk = 32
         elif rows_per_call is not None:
-            # about a round's scoring units: a first window's (or a recursion block's) rows
-            # per draw, at most 8 (a call's padded lanes are real work on a CPU)
+            # about a round's scoring units, at most 8 (padded lanes are real work on a CPU)
             typical = max(policy.first_window if windows else 0, recursion_block, 2) - 1
             chunk = max(1, min(8, num_draws * -(-typical // unit_rows)))
         else:

@@ -1,24 +1,10 @@
-"""The engine's pool of tasks: a fixed number of slots, each running one task, as a few packed
-arrays.
+"""The engine's pool: a fixed number of slots, each running one *task*, as packed arrays.
 
-A *task* drives a range ``[start, stop)`` of steps of one draw through a sequence of blocks:
-
-* the **root** of draw ``d`` (slot ``d``) drives ``[0, N)`` in windows and recursion blocks, as
-  its :class:`~numpyro_autospec._core.root_policy.RootPolicy` says;
-* a **residual trial** of a block ``[a, a+m)`` drives that range in two blocks, the halves
-  ``[a, a + ceil(m/2))`` and ``[a + ceil(m/2), a + m)`` (docs/algorithm.md, section 3).
-
-Each block is a leaf (sequential steps), a recursion block (speculation, scoring, and on
-rejection a residual loop whose trials are tasks in other slots) or, at the root, a window
-(speculation, scoring and verification).  ``status`` says what the task waits for.
-
-The integer fields of every slot live in one ``int32[S, F]`` array and the two log-densities in
-one ``float32[S, 2]`` array, so that a transition of every slot is one fused select, not one per
-field; :class:`Meta` and :class:`Scores` are their column views.  Each slot also holds its
-process state ``x`` (one flat buffer per dtype, :class:`Layout`), three keys, and two answer
-buffers (its block's speculation answer and the lookahead), written only by the rounds and by
-reports.  Tasks are linked by slot index plus an ``epoch`` that changes whenever a slot is
-freed or starts a new residual loop, so that stale trials recognise themselves as orphans.
+A task drives steps ``[start, stop)`` of one draw through blocks: the **root** of draw ``d``
+(slot ``d``) drives ``[0, N)`` by its ``RootPolicy``, a **residual trial** of a block drives
+its two halves (docs/algorithm.md, section 3).  Integer fields are rows of one ``int32[S, F]``
+array (:class:`Meta`), so a transition is one fused select.  Tasks link by slot plus an
+``epoch``, changed when a slot is freed or starts a residual loop, so stale trials are orphans.
 """
 
 from __future__ import annotations
@@ -52,10 +38,9 @@ NO_TRIAL = 2**30
 
 
 class Status:
-    """Slot states.  Queries: ``NEED_ANSWER``, ``LEAF`` without an answer, ``SCORING``,
-    ``NEED_FINAL``.  Events (a pass of the transitions moves them): ``START``, ``LEAF`` with an
-    answer, ``SCORED``, ``BLOCK_DONE``.  ``WAITING`` waits for residual trials, ``DONE`` is a
-    finished root, ``FREE`` an empty slot (or a root not yet admitted)."""
+    """Slot states: ``NEED_*``, ``SCORING`` and an unanswered ``LEAF`` wait for a round,
+    ``WAITING`` for residual trials; ``DONE`` and ``FREE`` (empty, or a root not yet admitted)
+    are idle; the others are events, which a pass moves."""
 
     FREE = 0
     START = 1  # a block is set up: leaf, speculation (answer known) or a query for O_a
@@ -119,9 +104,8 @@ class Pool(NamedTuple):
 
 
 class Layout(NamedTuple):
-    """How a process state (a pytree of arrays) is stored in the pool: its leaves raveled and
-    laid end to end, one buffer per dtype, so that moving a slot's state (a gather, a scatter,
-    a masked select) is one operation per dtype, not one per leaf."""
+    """How the pool stores a process state: its leaves raveled end to end, one buffer per dtype
+    (one gather, scatter or select per dtype, not per leaf)."""
 
     treedef: Any
     shapes: tuple  # each leaf's shape
@@ -170,20 +154,17 @@ def unflatten(layout: Layout, buffers: tuple, lead: int = 0):
 
 
 def pack(view: NamedTuple) -> Array:
-    """The columns of ``view`` stacked along the last axis (a column given as a Python number
-    is that constant in every row)."""
+    """The columns of ``view`` stacked along the last axis (a Python number: a constant)."""
     return _written(None, view, [True] * len(view))
 
 
 def repack(rows: Array, old: NamedTuple, new: NamedTuple) -> Array:
-    """``pack(new)``, given ``rows = pack(old)``: only the columns of ``new`` that are not
-    ``old``'s (the same arrays) are written, the rest stays as it is in ``rows``."""
+    """``pack(new)`` given ``rows = pack(old)``, writing only the columns that changed."""
     return _written(rows, new, [a is not b for a, b in zip(new, old, strict=True)])
 
 
 def _written(base: Array | None, view: NamedTuple, written: list[bool]) -> Array:
-    """``base`` with the ``written`` columns of ``view``: the arrays in one stack, the Python
-    numbers from one constant row, then one select (``None``: nothing to keep)."""
+    """``base`` (or nothing) with the ``written`` columns of ``view``, in one select."""
     numbers = np.array(
         [w and isinstance(c, int | float) for c, w in zip(view, written, strict=True)]
     )
@@ -215,8 +196,7 @@ def unpack(cls, array: Array):
 
 
 def choose(condition, new, old):
-    """``new`` where ``condition``, else ``old``, leaf by leaf (``condition`` broadcast from
-    the left over trailing axes); a leaf ``new`` shares with ``old`` is returned as is."""
+    """``new`` where ``condition`` (broadcast from the left), else ``old``, leaf by leaf."""
 
     def select(a, b):
         if a is b:

@@ -1,29 +1,10 @@
-"""One round: every ready query of every task of every draw, evaluated in one loop of batched
-oracle calls whose trip count follows the round's demand.
+"""One round: every ready query, in ``ceil(U / chunk)`` batched oracle calls for ``U`` units.
 
-A slot that waits for the oracle asks for *items*: the scoring steps ``a+1..a+m-1`` of its
-speculated block (each given its own prefix), then its speculation answer (``O_a``, a leaf
-step's answer, a lookahead after the block, or a root's final query).  The items are cut into
-*units*, one oracle evaluation each:
-
-* **block mode** (a process that declares ``scores_blocks``): a unit is one
-  ``score_and_query(x, steps, k, R)`` evaluation: up to ``unit_rows`` scoring rows of the slot
-  (docs/algorithm.md, section 2a) and its speculation answer ``query(x, k, R)``, which rides
-  with the slot's last unit (a slot that only waits for an answer asks for one unit).  An
-  order-aware network answers both in one forward pass (the answer's rows are block-form rows
-  with one prefix length); an oracle with a set form answers the ``R`` rows of one prefix with
-  one ``log_marginals`` evaluation, at the cost of one row where rows cost a pass each
-  (Curie-Weiss: ``O(n)`` for the answer, against ``O(n R)`` as ``R`` block-form rows);
-* otherwise a unit is one query ``query(x, k, R)``: a scoring step's (reduced to its row) or a
-  speculation answer.
-
-The round evaluates ``chunk`` units per call, ``ceil(U / chunk)`` calls for ``U`` units (at
-most ``max_units``; the rest waits for the next round), scatters the answers into the
-slots' buffers, the scoring rows' log-densities into their blocks' scores, and a root window's
-rows into its verification buffer.  A unit reads its slot's fields from one table
-(:class:`Item`, one gather per call); the queries and conditionals each slot was served are
-counted per draw once the loop is done, and every answer is checked when the run validates.
-"""
+A waiting slot asks for *items*: the scoring steps ``a+1..a+m-1`` of its speculated block,
+then its answer (``O_a``, a leaf step's, a lookahead or a final query).  A *unit* is one
+evaluation: in **block mode** (``scores_blocks``) a ``score_and_query`` call of up to
+``unit_rows`` rows (docs/algorithm.md, section 2a) with the answer in the slot's last unit,
+otherwise one ``query(x, k, R)``."""
 
 from __future__ import annotations
 
@@ -67,9 +48,7 @@ def demand(plan: Plan, meta: Meta) -> Demand:
     final = status == Status.NEED_FINAL
     lookahead = scoring & wants_lookahead(plan, meta.block_end)
     spec_rows = jnp.where(
-        need_answer,
-        length,
-        jnp.where(scoring, jnp.maximum(meta.next_rows, 1), 1),
+        need_answer, length, jnp.where(scoring, jnp.maximum(meta.next_rows, 1), 1)
     )
     spec_at = jnp.where(
         need_answer,
@@ -91,8 +70,7 @@ def demand(plan: Plan, meta: Meta) -> Demand:
 
 
 class Work(NamedTuple):
-    """The round's loop carry: the pool's buffers and scores, the verification rows and the
-    first defect."""
+    """The round's loop carry."""
 
     scores: Array
     answers: Any
@@ -101,8 +79,7 @@ class Work(NamedTuple):
 
 
 class Item(NamedTuple):
-    """What a unit reads of its slot (columns of one ``int32[S, F]`` table, gathered once per
-    call)."""
+    """What a unit reads of its slot (columns of one ``int32[S, F]`` table)."""
 
     before: Array  # units of the slots before it (where its first unit falls)
     units: Array  # units of its own in this round's demand
@@ -136,11 +113,8 @@ def _items(plan: Plan, meta: Meta, need: Demand, cumulative: Array) -> Array:
 
 
 def _counted(plan: Plan, meta: Meta, need: Demand, after: Array, answered_now: Array | None):
-    """The round's queries and conditionals per draw, from the items each slot had been
-    served before the round (``meta.served``) and after it (``after``; block mode: its scoring
-    items, with ``answered_now`` its answer): in block mode a slot's query counts one
-    evaluation when its first unit is evaluated, otherwise every item is one; rows count one
-    conditional each, an answer its ``spec_rows``."""
+    """The round's queries and conditionals per draw, from the items served before
+    (``meta.served``) and ``after`` it: a block-mode query counts once, else every item."""
     if plan.block_mode:
         before = meta.served
         rows = after - before
@@ -167,8 +141,7 @@ def _scoring_steps(plan: Plan, item: Item, first, valid):
 
 
 def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
-    """When ``quiet`` (nothing can move without the oracle), evaluate the round's units in
-    ``ceil(U / chunk)`` batched calls and deliver the answers (no call otherwise); returns
+    """When ``quiet``, evaluate and deliver the round's ``U`` units; returns
     ``(pool, window_rows, queries, conditionals, defect, U)``."""
     plan, process = context.plan, context.process
     size, chunk = plan.num_slots, plan.chunk
@@ -181,7 +154,6 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
     window_rows, queries, conditionals = counters
 
     def at(cumulative_units: Array, unit: Array, valid: Array) -> tuple[Array, Item]:
-        """The slots of ``unit`` (laid end to end by ``cumulative_units``) and their items."""
         slot = jnp.minimum(count_at_most(cumulative_units, unit), size - 1)
         slot = jnp.where(valid, slot, 0)
         return slot, unpack(Item, table[slot])
@@ -190,7 +162,7 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
         return unflatten(plan.state_layout, tuple(leaf[slot] for leaf in pool.x), 1)
 
     def record(work: Work, valid, codes, hit, step, draw) -> Array:
-        """The first defect of the run so far (codes, row, step, draw)."""
+        """The run's first defect ``(code, row, step, draw)``."""
         if not context.validate:
             return work.defect
         bad = valid & (codes > 0)
@@ -199,7 +171,6 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
         return jnp.where(jnp.any(bad) & (work.defect[0] == 0), found, work.defect)
 
     def deliver(work: Work, slot, item: Item, exists, answer) -> Work:
-        """Answers of ``slot`` (where ``exists``) into their destination buffers."""
         target = (jnp.where(exists, slot, size), item.destination)
         answers = jax.tree.map(
             lambda leaf, new: leaf.at[target].set(new, mode="drop"), work.answers, answer
@@ -207,16 +178,13 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
         return work._replace(answers=answers)
 
     def score(work: Work, slot, item: Item, valid, step, exists, rows, log_mu) -> Work:
-        """Scoring rows (``[B, L, ...]`` with their ``[B, L]`` steps) into their blocks'
-        scores and, for root windows, the verification buffers."""
+        """Rows ``[B, L, ...]`` into their blocks' scores and root windows' buffers."""
         window_target = (
             jnp.where(exists & (item.is_window == 1)[:, None], slot[:, None], plan.num_draws),
             jnp.clip(step - item.block_start[:, None], 0, plan.window_size - 1),
         )
         window_rows = jax.tree.map(
-            lambda leaf, new: leaf.at[window_target].set(new, mode="drop"),
-            work.window_rows,
-            rows,
+            lambda leaf, new: leaf.at[window_target].set(new, mode="drop"), work.window_rows, rows
         )
         added = jnp.sum(jnp.where(exists, log_mu, 0.0), axis=1)
         return work._replace(
@@ -224,13 +192,7 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
             window_rows=window_rows,
         )
 
-    def answer_of(x, step):
-        return sharded_batch(
-            plan.mesh, jax.vmap(lambda x, k: process.query(x, k, plan.answer_rows)), x, step
-        )
-
     def block_call(index, work: Work) -> Work:
-        # units: up to unit_rows scoring rows of a slot, and its answer with its last unit
         unit = index * chunk + jnp.arange(chunk)
         valid = unit < total
         slot, item = at(cumulative, unit, valid)
@@ -239,17 +201,11 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
         step, exists = _scoring_steps(plan, item, first, valid)
         answers = valid & (local == item.units - 1) & (item.has_spec == 1)
         x = states(slot)
-        rows, answer = sharded_batch(
-            plan.mesh,
-            jax.vmap(lambda x, s, k: process.score_and_query(x, s, k, plan.answer_rows)),
-            x,
-            step,
-            item.spec_at,
-        )
+        score_query = jax.vmap(lambda x, s, k: process.score_and_query(x, s, k, plan.answer_rows))
+        rows, answer = sharded_batch(plan.mesh, score_query, x, step, item.spec_at)
         log_mu = jax.vmap(jax.vmap(process.target_logp, (None, 0, 0)))(x, step, rows)
         work = score(work, slot, item, valid, step, exists, rows, log_mu)
         work = deliver(work, slot, item, answers, answer)
-        # the call's first defect: its scoring rows', then its answers'
         codes, hit, row = jax.vmap(process.rows_defect)(x, step, rows, exists)
         scoring = (valid, codes, hit, step[jnp.arange(chunk), row], item.draw)
         codes, hit = jax.vmap(process.answer_defect)(x, item.spec_at, answer)
@@ -276,20 +232,15 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
             codes, hit = jax.vmap(nonfinite_defect)(answer)
         else:
             x = states(slot)
-            answer = answer_of(x, step)
+            query = jax.vmap(lambda x, k: process.query(x, k, plan.answer_rows))
+            answer = sharded_batch(plan.mesh, query, x, step)
             reduced = jax.vmap(process.reduce)(x, safe_step, answer)
             log_mu = jax.vmap(process.target_logp)(x, safe_step, reduced)
             codes, hit = jax.vmap(process.answer_defect)(x, step, answer)
         scores = valid & scoring
+        rows = jax.tree.map(lambda leaf: leaf[:, None], reduced)
         work = score(
-            work,
-            slot,
-            item,
-            valid,
-            safe_step[:, None],
-            scores[:, None],
-            jax.tree.map(lambda leaf: leaf[:, None], reduced),
-            log_mu[:, None],
+            work, slot, item, valid, safe_step[:, None], scores[:, None], rows, log_mu[:, None]
         )
         work = deliver(work, slot, item, valid & ~scoring, answer)
         return work._replace(defect=record(work, valid, codes, hit, step, item.draw))
@@ -297,7 +248,6 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
     work = Work(pool.scores, pool.answers, window_rows, defect)
     work = jax.lax.fori_loop(0, trips, block_call if plan.block_mode else set_call, work)
 
-    # the slots whose query is complete take their answers
     before = cumulative - need.units
     served_units = jnp.clip(total - before, 0, need.units)
     if plan.block_mode:
@@ -311,15 +261,9 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
     added_queries, added_conditionals = counted
     status = meta.status
     lookahead = (status == Status.SCORING) & wants_lookahead(plan, meta.block_end)
-    arrived = jnp.where(
-        status == Status.NEED_ANSWER,
-        Status.START,
-        jnp.where(
-            status == Status.SCORING,
-            Status.SCORED,
-            jnp.where(status == Status.NEED_FINAL, Status.DONE, status),
-        ),
-    )
+    arrived = jnp.where(status == Status.NEED_FINAL, Status.DONE, status)
+    arrived = jnp.where(status == Status.SCORING, Status.SCORED, arrived)
+    arrived = jnp.where(status == Status.NEED_ANSWER, Status.START, arrived)
     meta = meta._replace(
         status=jnp.where(complete, arrived, status),
         served=jnp.where(complete, 0, jnp.where(trips > 0, served, meta.served)),

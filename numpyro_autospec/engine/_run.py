@@ -20,12 +20,10 @@ __all__ = ["Samples", "run"]
 
 
 class Samples(NamedTuple):
-    """Draws with the cost the engine executed for each (leading axis: draw): ``rounds``
-    (batched oracle calls), ``queries`` (oracle evaluations: a speculation, a block's scoring
-    with its lookahead, a leaf step each count one) and ``conditionals`` (rows of conditionals
-    the draw used), and the run's ``failure`` (:mod:`numpyro_autospec.engine._failure`: it
-    raises the run's error where the samples reach the host; ``None`` inside the NumPyro
-    kernel, which carries it itself).
+    """Draws (``value``, leading axis: draw) with what the engine executed for each:
+    ``rounds`` (batched oracle calls), ``queries`` (oracle evaluations) and ``conditionals``
+    (rows of conditionals used); ``failure`` raises the run's error where the samples reach
+    the host (``None`` inside the NumPyro kernel, which carries it itself).
 
     Example
     -------
@@ -58,17 +56,12 @@ def run(
 ) -> Samples:
     """Draw ``len(keys)`` exact samples from ``process``, sharing one task pool.
 
-    Draw ``i`` equals ``numpyro_autospec.reference.sample(process, keys[i], config).value``;
-    ``rounds[i]``, ``queries[i]`` and ``conditionals[i]`` are what the engine executed for it.
+    Draw ``i`` equals ``numpyro_autospec.reference.sample(process, keys[i], config).value``.
     Pure JAX: works under ``jit`` and ``vmap`` (``process``, ``config`` and ``capacity`` are
-    static; the process's parameters may be traced).
-
-    With ``validate`` (default) every oracle answer is checked inside the compiled program
-    (``process.answer_defect``: for any-order oracles NaN, ``+inf`` and unnormalized rows; for
-    denoisers NaN and infinities); the run stops at the first defect and its
-    :class:`~numpyro_autospec.errors.OracleError` (naming the site, the row and the step) is
-    raised where the returned :class:`Samples` reach the host: by this call when it runs
-    eagerly, by the output of your ``jax.jit`` when it returns them.
+    static; the process's parameters may be traced).  With ``validate`` (default) every oracle
+    answer is checked (``process.answer_defect``); the run stops at the first defect, whose
+    :class:`~numpyro_autospec.errors.OracleError` is raised where the returned
+    :class:`Samples` reach the host (this call when eager, else your ``jax.jit``'s output).
 
     Example
     -------

@@ -1,21 +1,9 @@
-r"""The sequential sampler of any process, as one compiled loop.
-
-Step :math:`k = 0, \dots, N-1` queries the oracle on the prefix and draws step :math:`k` from
-the target conditional, one round and one query per step (docs/algorithm.md, section 1: the
-baseline that autospeculation speeds up).  The draws are those of
-``numpyro_autospec.reference.sample(process, key, SamplerConfig(method="sequential"))``, key
-for key:
-
-* ``k_init, k_run = jax.random.split(key)``; ``x = process.init(k_init)``;
-* the whole sequence is one root block with key ``fold_in(k_run, 0)``, and step ``k`` uses
-  ``fold_in(fold_in(k_run, 0), k)``;
-* processes with ``final_query`` (diffusion) query once more after the last step.
-
-It is what :class:`~numpyro_autospec.infer.AnyOrderAR` and
-:class:`~numpyro_autospec.infer.StochasticLocalization` use for ``sample``
-(prior predictive checks, :class:`numpyro.infer.Predictive`), and what
-``AutospecKernel(model, method="sequential")`` runs.
-"""
+r"""The sequential sampler (docs/algorithm.md, section 1), as one compiled loop: step
+:math:`k = 0, \dots, N-1` queries the oracle on the prefix and draws from the target
+conditional, one round and one query per step.  Key for key the draws are the reference's
+(``SamplerConfig(method="sequential")``): ``k_init, k_run = split(key)``,
+``x = process.init(k_init)``, step ``k`` uses ``fold_in(fold_in(k_run, 0), k)``, and processes
+with ``final_query`` (diffusion) query once more after the last step."""
 
 from __future__ import annotations
 
@@ -31,25 +19,9 @@ __all__ = ["sequential_run", "sequential_draw"]
 
 
 def sequential_draw(process, key: Array, validate: bool = False):
-    """One sequential draw: ``(value, rounds, queries)`` with ``rounds = queries = N`` (plus
-    one for the final query of processes that need it), and with ``validate`` the first
-    defective answer ``(code, row, step)`` (code 0: none; the checks of
-    :func:`numpyro_autospec.engine.run`).
-
-    :param process: a :class:`~numpyro_autospec.processes.Process`.
-    :param key: one PRNG key (raw ``uint32[2]`` or typed).
-    :param validate: also return the first defect.
-
-    Example: a diffusion process, whose output needs the final query.
-
-    >>> import jax, jax.numpy as jnp
-    >>> from numpyro_autospec.denoisers import PointCloudDenoiser
-    >>> from numpyro_autospec.processes import DiffusionProcess, default_times
-    >>> process = DiffusionProcess(PointCloudDenoiser(jnp.eye(2)), 2, default_times(8, 100.0))
-    >>> value, rounds, queries = sequential_draw(process, jax.random.PRNGKey(0))
-    >>> value.shape, int(rounds), int(queries)  # 8 steps, then the final query
-    ((2,), 9, 9)
-    """
+    """One draw from one key: ``(value, rounds, queries)``, ``rounds = queries = N`` (plus a
+    final query where needed), and with ``validate`` the first defect ``(code, row, step)``
+    (code 0: none)."""
     num_steps = int(process.num_steps)
     k_init, k_run = jax.random.split(key)
     block_key = jax.random.fold_in(k_run, 0)  # the reference's root block 0
@@ -84,14 +56,10 @@ def sequential_draw(process, key: Array, validate: bool = False):
 def sequential_run(process, keys: Array, *, validate: bool = True) -> Samples:
     r"""Draw ``len(keys)`` samples from ``process`` with the sequential sampler.
 
-    Same signature and semantics as :func:`numpyro_autospec.engine.run` with
-    ``SamplerConfig(method="sequential")``: draw ``i`` equals
-    ``reference.sample(process, keys[i], SamplerConfig(method="sequential")).value``.  Pure
-    JAX (``jit``/``vmap``-able; ``process`` is static).  With ``validate`` (default) every
-    oracle answer is checked as in :func:`numpyro_autospec.engine.run`, and a defect raises
-    the same error (an :class:`~numpyro_autospec.errors.OracleError` naming the site, the
-    user's function, the row and the step; see :mod:`numpyro_autospec._core.failures` for the error
-    under your own ``jit``).
+    :func:`numpyro_autospec.engine.run` with ``SamplerConfig(method="sequential")``: draw ``i``
+    equals ``reference.sample(process, keys[i], config).value`` with that config.  Pure JAX
+    (``jit``/``vmap``-able; ``process`` is static); ``validate`` checks every answer and raises
+    the same :class:`~numpyro_autospec.errors.OracleError` as ``run``.
 
     :param process: a :class:`~numpyro_autospec.processes.Process`.
     :param keys: PRNG keys of shape ``[D]`` (typed) or ``[D, 2]`` (raw ``uint32``).
@@ -108,7 +76,6 @@ def sequential_run(process, keys: Array, *, validate: bool = True) -> Samples:
     >>> samples.value.shape, samples.rounds.tolist()
     ((3, 8), [8, 8, 8])
     """
-    # the engine's keys: the same bits, the hash compiled as straight-line code
     keys = engine_keys(keys)
     if not validate:
         value, rounds, queries = jax.vmap(lambda key: sequential_draw(process, key))(keys)

@@ -1,25 +1,11 @@
-"""What a task does between rounds: one composed transition per slot (vmapped over a pass's
-lanes).
-
-A slot moves when an event reached it (a round answered its query, its residual loop resolved,
-it was just set up).  :func:`advance` then takes it as far as it can go without an oracle answer,
-in a fixed sequence of masked steps (docs/algorithm.md, section 3):
-
-1. **consume** the event: verify a scored root window (:mod:`numpyro_autospec._core.verification`),
-   accept a scored recursion block with probability ``min(1, mu/nu)`` or start its residual
-   loop, or take a leaf step;
-2. **move on** after a finished block: a trial runs its right half, a root follows its
-   :class:`~numpyro_autospec._core.root_policy.RootPolicy` (:func:`next_root_block`);
-3. **set up** a new block: a leaf, a speculation ``x' ~ nu`` from the known answer (scored in
-   the next round, with the lookahead), or a query for ``O_a``;
-4. **finish** a range: a trial takes its residual test ``max(0, 1 - nu/mu)`` and reports to its
-   parent (:mod:`~numpyro_autospec.engine._trials` applies the report), a root asks for its
-   final query or is done.
-
-Every random number comes from the keys of :mod:`numpyro_autospec._core.rejection`, derived exactly
-as
-in :mod:`numpyro_autospec.reference`, so the engine's draws equal the reference's key for key.
-"""
+"""What a task does between rounds: :func:`advance` takes a slot an event reached as far as
+it goes without the oracle, in masked steps (docs/algorithm.md, section 3): (1) **consume**
+the event: verify a scored root window, accept a scored recursion block with probability
+``min(1, mu/nu)`` or start its residual loop, or take a leaf step; (2) **move on** after a
+finished block (a trial to its right half, a root by :func:`next_root_block`); (3) **set up**
+a block: a leaf, a speculation ``x' ~ nu`` or a query for ``O_a``; (4) **finish** a range: a
+trial's residual test ``max(0, 1 - nu/mu)`` and report, a root's final query.  Keys are
+derived as in :mod:`numpyro_autospec.reference`, so the draws are the reference's."""
 
 from __future__ import annotations
 
@@ -79,22 +65,17 @@ class RootBlock(NamedTuple):
 
 
 def wants_lookahead(plan: Plan, end: Array) -> Array:
-    """Whether a block ending at ``end`` also queries the step right after it (the
-    lookahead: every block but the last, and the last where the process needs a final
-    query)."""
+    """Whether a block ending at ``end`` also queries the next step (the lookahead)."""
     return (end < plan.num_steps) | ((end == plan.num_steps) & plan.final_query)
 
 
 def materialized(tree):
-    """``tree`` computed once where it is made: derived keys feed hashes of their own, and XLA
-    would otherwise fuse the derivation into every element of each consumer (recomputed per
-    element, and a chain of hashes per fusion that takes seconds to compile)."""
+    """``tree`` computed once, not fused (hash chains and all) into each consumer."""
     return jax.lax.optimization_barrier(tree)
 
 
 def block_keys_of(meta: Meta, keys: Array) -> tuple[Array, Array]:
-    """The keys of a slot's current block and of the block after it (:func:`block_key`), in
-    one hash."""
+    """The keys of a slot's current and next blocks (:func:`block_key`), in one hash."""
     indices = jnp.stack([meta.block_index, meta.block_index + 1])
     folded = jax.vmap(jax.random.fold_in, (None, 0))(keys[0], indices)
     trial_keys = jnp.stack([jnp.where(meta.block_index == 0, keys[0], keys[1]), keys[1]])
@@ -103,19 +84,16 @@ def block_keys_of(meta: Meta, keys: Array) -> tuple[Array, Array]:
 
 
 def block_key(meta: Meta, keys: Array) -> Array:
-    """The key of a slot's current block, as in :mod:`numpyro_autospec.reference`: block ``j``
-    of a root uses ``fold_in(run key, j)``; a trial's left half its left key, its right half
-    its right key."""
+    """The key of a slot's current block: ``fold_in(run key, j)`` for a root's block ``j``, a
+    trial's left or right key for its halves."""
     root_key = jax.random.fold_in(keys[0], meta.block_index)
     trial_key = jnp.where(meta.block_index == 0, keys[0], keys[1])
     return jnp.where(meta.parent < 0, root_key, trial_key)
 
 
 def next_root_block(policy: RootPolicy, meta: Meta, cursor: Array) -> RootBlock:
-    """Where a root goes after its current block, kept up to ``cursor``: the next recursion
-    block (a root without windows), or, after a window, a recursion block if the policy falls
-    back, else the next window of the adapted size; after a fallback block, the window decided
-    with it.  Elementwise (any shape)."""
+    """Where a root goes after its current block, kept up to ``cursor``: a recursion block
+    (no windows, or a fallback), else the next window.  Elementwise."""
     recursion_end = jnp.minimum(cursor + policy.recursion_block, meta.stop)
     if policy.rule is None:
         false = jnp.zeros_like(meta.verifying)
@@ -142,18 +120,15 @@ def next_root_block(policy: RootPolicy, meta: Meta, cursor: Array) -> RootBlock:
 
 
 def rows_after_block(plan: Plan, meta: Meta) -> Array:
-    """Steps of the block that follows the current one when it is kept whole: what its
-    lookahead must answer.  A root: the next block of its policy; a trial: its right half
-    after its left, else the block its parent runs next (``tail_rows``).  Elementwise."""
+    """Steps of the block after the current one if it is kept whole (the lookahead's rows)."""
     root = next_root_block(plan.policy, meta, meta.block_end).end - meta.block_end
     trial = jnp.where(meta.block_index == 0, meta.stop - meta.block_end, meta.tail_rows)
     return jnp.where(meta.parent < 0, root, trial)
 
 
 def _verify(plan: Plan, process, lane: Lane, x, key_verify: Array):
-    """A scored root window ``[a, a+m)``: the longest valid prefix plus a corrected step
-    (token or block verification).  Row 0 of the target rows is read from ``O_a``, the rest
-    from the rows the scoring round stored.  Returns ``(x, cursor, full)``."""
+    """Verify a scored root window: its valid prefix plus a corrected step; returns
+    ``(x, cursor, full)``."""
     meta, answer = lane.meta, lane.answer
     length = meta.block_end - meta.block_start
     steps = jnp.minimum(meta.block_start + jnp.arange(plan.window_size), meta.block_end - 1)
@@ -173,8 +148,7 @@ def _verify(plan: Plan, process, lane: Lane, x, key_verify: Array):
 
 
 def scoring_items(plan: Plan, meta: Meta) -> Array:
-    """Items a speculated block's scoring query asks for: its ``m - 1`` scoring steps, and the
-    lookahead (its ``next_rows`` rows in block mode, one query otherwise).  Elementwise."""
+    """Items of a speculated block's scoring query: ``m - 1`` steps and the lookahead."""
     length = meta.block_end - meta.block_start
     lookahead = wants_lookahead(plan, meta.block_end)
     spec = jnp.maximum(meta.next_rows, 1) if plan.block_mode else 1
@@ -189,9 +163,7 @@ def advance(context, lane: Lane) -> Moved:
     x = unflatten(plan.state_layout, lane.x)
     is_root = meta.parent < 0
 
-    # the keys of the current block and of the next (``block_keys(key)[i]`` and
-    # ``split(key)[i]`` are ``fold_in(key, i)``): one hash for the blocks' keys, one for the
-    # keys drawn from them
+    # ``split(key)[i]`` is ``fold_in(key, i)``: one hash for the blocks' keys, one for theirs
     key, key_next = materialized(block_keys_of(meta, lane.keys))
     step = meta.cursor - meta.block_start
     zero = jnp.zeros_like(step)
@@ -206,7 +178,6 @@ def advance(context, lane: Lane) -> Moved:
     scored = meta.status == Status.SCORED
     if policy.rule is not None:
         verify = scored & (meta.verifying == 1)
-        # a window's verification key is split(key)[1] = fold_in(key, 1)
         x_verified, cursor_verified, full = _verify(plan, process, lane, x, key_accept)
         x = choose(verify, x_verified, x)
         meta = meta._replace(
@@ -214,8 +185,7 @@ def advance(context, lane: Lane) -> Moved:
             cursor=jnp.where(verify, cursor_verified, meta.cursor),
             has_next=jnp.where(verify & ~full, 0, meta.has_next),
         )
-    # a scored recursion block's acceptance min(1, mu/nu), or a finished trial's residual test
-    # max(0, 1 - nu/mu) over its range under its parent's speculation: one density, one draw
+    # a block's acceptance min(1, mu/nu) or a finished trial's residual test max(0, 1 - nu/mu)
     decide = scored & (meta.verifying == 0)
     finishing = meta.status == Status.FINISHED
     log_nu = process.spec_logp(
@@ -232,12 +202,9 @@ def advance(context, lane: Lane) -> Moved:
     )
     accepted = jnp.log(uniform) < log_accept
     accept, reject = decide & accepted, decide & ~accepted
+    status = jnp.where(reject, Status.WAITING, jnp.where(finishing, Status.FREE, meta.status))
     meta = meta._replace(
-        status=jnp.where(
-            accept,
-            Status.BLOCK_DONE,
-            jnp.where(reject, Status.WAITING, jnp.where(finishing, Status.FREE, meta.status)),
-        ),
+        status=jnp.where(accept, Status.BLOCK_DONE, status),
         cursor=jnp.where(accept, meta.block_end, meta.cursor),
         epoch=meta.epoch + (reject | finishing),
         trial_next=jnp.where(reject, 0, meta.trial_next),
@@ -256,9 +223,7 @@ def advance(context, lane: Lane) -> Moved:
     cursor = meta.cursor + 1
     meta = meta._replace(
         status=jnp.where(
-            leaf,
-            jnp.where(cursor == meta.block_end, Status.BLOCK_DONE, Status.LEAF),
-            meta.status,
+            leaf, jnp.where(cursor == meta.block_end, Status.BLOCK_DONE, Status.LEAF), meta.status
         ),
         cursor=jnp.where(leaf, cursor, meta.cursor),
         has_answer=jnp.where(leaf, 0, meta.has_answer),
@@ -273,11 +238,8 @@ def advance(context, lane: Lane) -> Moved:
     moves_on = done & ~finished
     root = next_root_block(policy, meta, meta.cursor)
     next_buffer = jnp.where(meta.owner == lane.slot, 1 - meta.buffer, 0)
-    scores = choose(
-        done,
-        Scores(jnp.zeros_like(scores.log_mu_block), scores.log_mu_total + scores.log_mu_block),
-        scores,
-    )
+    cleared = Scores(jnp.zeros_like(scores.log_mu_block), scores.log_mu_total + scores.log_mu_block)
+    scores = choose(done, cleared, scores)
     root_done = Status.DONE
     if plan.final_query:
         root_done = jnp.where(meta.has_next == 1, Status.DONE, Status.NEED_FINAL)
@@ -298,7 +260,6 @@ def advance(context, lane: Lane) -> Moved:
         served=jnp.zeros_like(meta.served),
     )
     meta = choose(done, flipped, meta)
-    # the new block's answer is the lookahead, in the buffer the flip points to
     answer = choose(moves_on, lane.next_answer, lane.answer)
 
     # -- 3. set up a new block ----------------------------------------------------------------
@@ -306,37 +267,24 @@ def advance(context, lane: Lane) -> Moved:
     length = meta.block_end - meta.block_start
     is_leaf = (length <= policy.leaf_size) & (meta.verifying == 0)
     speculate = starting & ~is_leaf & (meta.has_answer == 1)
-    # a window's and a block's speculation key is fold_in(key, 0): the key of the block
-    # after the current one when the slot moved on, else the current block's
+    # fold_in(key, 0) of the next block's key when the slot moved on, else the current's
     key_speculation = jnp.where(moves_on, key_second, key_first)
     x_speculated = process.spec_sample(key_speculation, x, meta.block_start, length, answer)
     first = process.reduce(x_speculated, meta.block_start, answer)
     x = choose(speculate, x_speculated, x)
     log_mu_first = process.target_logp(x_speculated, meta.block_start, first)
-    scores = scores._replace(
-        log_mu_block=jnp.where(
-            speculate, log_mu_first, jnp.where(starting & is_leaf, 0.0, scores.log_mu_block)
-        )
-    )
+    log_mu_block = jnp.where(starting & is_leaf, 0.0, scores.log_mu_block)
+    scores = scores._replace(log_mu_block=jnp.where(speculate, log_mu_first, log_mu_block))
     asks = starting & ~speculate & (meta.has_answer == 0)  # a leaf or a block without O_a
     meta = meta._replace(
         next_rows=jnp.where(starting, rows_after_block(plan, meta), meta.next_rows)
     )
     no_items = scoring_items(plan, meta) == 0
+    set_up = jnp.where(no_items, Status.SCORED, Status.SCORING)
+    set_up = jnp.where(speculate, set_up, Status.NEED_ANSWER)
+    set_up = jnp.where(is_leaf, Status.LEAF, set_up)
     meta = meta._replace(
-        status=jnp.where(
-            starting,
-            jnp.where(
-                is_leaf,
-                Status.LEAF,
-                jnp.where(
-                    speculate,
-                    jnp.where(no_items, Status.SCORED, Status.SCORING),
-                    Status.NEED_ANSWER,
-                ),
-            ),
-            meta.status,
-        ),
+        status=jnp.where(starting, set_up, meta.status),
         cursor=jnp.where(starting & is_leaf, meta.block_start, meta.cursor),
         served=jnp.where(starting, 0, meta.served),
         owner=jnp.where(asks, lane.slot, meta.owner),

@@ -1,19 +1,7 @@
-r"""NumPyro distributions that carry an oracle.
-
-An :class:`OracleDistribution` is an ordinary NumPyro distribution (``sample`` works, so
-:class:`numpyro.infer.Predictive` and prior checks work) that also knows the
-:class:`~numpyro_autospec.processes.Process` behind its sampler.
-:class:`~numpyro_autospec.infer.AutospecKernel` finds such sites in a model and draws
-them with the autospeculation engine (Anari et al., *Parallel Sampling via Autospeculation*,
-arXiv:2511.07869, 2025): exact draws in :math:`\tilde O(\sqrt n)` rounds instead of
-:math:`n`.
-
-* :class:`AnyOrderAR`: a law on :math:`[q]^n` given by an any-order oracle
-  ``log_marginals(x, mask) -> [n, q]`` (docs/algorithm.md, section 2a), with exact infilling of
-  observed entries.
-* :class:`~numpyro_autospec.infer.StochasticLocalization` (its own
-  module): the law of the denoised output of the Euler-Maruyama chain of stochastic
-  localization on a time grid, given a denoiser (docs/algorithm.md, section 2b).
+r"""NumPyro distributions that carry an oracle, which ``AutospecKernel`` draws with the
+autospeculation engine (Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869,
+2025) in :math:`\tilde O(\sqrt n)` rounds instead of :math:`n`: :class:`AnyOrderAR`
+(docs/algorithm.md, section 2a); ``StochasticLocalization`` has its own module (section 2b).
 """
 
 from __future__ import annotations
@@ -39,9 +27,7 @@ __all__ = ["AnyOrderAR", "OracleDistribution"]
 
 
 def _is_array_pytree(value) -> bool:
-    """Whether ``value`` is a pytree whose leaves are all arrays or numbers (a built-in oracle
-    or denoiser, whose parameters are its leaves), as opposed to a plain function or a
-    network with non-array leaves, which a distribution keeps as a static field."""
+    """Whether ``value`` is a pytree of arrays or numbers (else a distribution keeps it static)."""
     leaves = jax.tree.leaves(value)
     return bool(leaves) and all(
         isinstance(leaf, jax.Array | np.ndarray | np.generic | float | int) for leaf in leaves
@@ -49,11 +35,7 @@ def _is_array_pytree(value) -> bool:
 
 
 def parameters_probe(value, call: Callable[[], Array]) -> Array:
-    """A scalar computed from every parameter of an oracle or denoiser ``value``, for the
-    dependency tracking of ``AutospecKernel``: the sum of its leaves when it is a pytree of
-    arrays (its leaves are all it computes from, and summing them traces nothing of the
-    network), else ``call()``, an abstract evaluation of it (a plain function may close over
-    anything)."""
+    """A scalar from every parameter of ``value``: the sum of its array leaves, else ``call()``."""
     if _is_array_pytree(value):
         leaves = [jnp.ravel(jnp.asarray(leaf, jnp.float32)) for leaf in jax.tree.leaves(value)]
         return jnp.sum(jnp.concatenate(leaves))
@@ -61,8 +43,7 @@ def parameters_probe(value, call: Callable[[], Array]) -> Array:
 
 
 def _oracle_label(oracle) -> str:
-    """A short name of an oracle for messages: its class, or a function's name (never the
-    ``repr`` of its arrays)."""
+    """A short name of an oracle for messages: its class, or a function's name."""
     if isinstance(oracle, AnyOrderOracle):
         return type(oracle).__name__
     return getattr(oracle, "__qualname__", None) or type(oracle).__name__
@@ -71,29 +52,22 @@ def _oracle_label(oracle) -> str:
 class OracleDistribution(Distribution):
     """A distribution whose sampler is an oracle-driven process.
 
-    Subclasses implement :meth:`make_process`; ``sample`` runs the sequential sampler of that
-    process (exact, ``N`` oracle calls one after another), while
-    :class:`~numpyro_autospec.infer.AutospecKernel` runs the same process with the
-    autospeculation engine (same law, far fewer rounds).  Batch shape is always ``()``: put
-    several independent draws in a :class:`numpyro.plate` or use ``sample_shape``.
+    Subclasses implement :meth:`make_process`; ``sample`` runs its sequential sampler (``N``
+    oracle calls), :class:`~numpyro_autospec.infer.AutospecKernel` the autospeculation engine
+    (same law, far fewer rounds).  Batch shape is ``()``: use a plate or ``sample_shape``.
 
     >>> import jax
     >>> from numpyro_autospec.oracles import CurieWeissOracle
     >>> d = AnyOrderAR(CurieWeissOracle(4, beta=0.5), num_positions=4, num_categories=2)
     >>> isinstance(d, OracleDistribution), d.batch_shape, d.event_shape
     (True, (), (4,))
-    >>> d.make_process("spins").num_steps  # the process both samplers run
-    4
     >>> float(jax.jit(lambda d: 2 * d.oracle.beta)(d))  # beta is data: traced inside jit
     1.0
     """
 
     pytree_data_fields = ()
     pytree_aux_fields = ()
-    #: fields holding the oracle (or denoiser), listed in both ``pytree_data_fields`` and
-    #: ``pytree_aux_fields``: a pytree of arrays (parameters that may be traced, e.g. a latent
-    #: ``beta``) is flattened as data, anything else (a plain function) is kept static, by
-    #: identity
+    #: oracle fields (in data and aux fields): data if a pytree of arrays, else static
     pytree_oracle_fields: tuple[str, ...] = ()
 
     def tree_flatten(self):
@@ -128,20 +102,18 @@ class OracleDistribution(Distribution):
         raise NotImplementedError
 
     def validate_oracle(self, name: str) -> None:
-        """Eagerly probe the oracle against its contract (called by ``AutospecKernel.init``
-        with ``validate=True``); raises an error naming the site."""
+        """Eagerly probe the oracle against its contract; raises an error naming the site."""
 
     def dependency_probe(self) -> Array:
-        """An array computed from every parameter of the distribution (a cheap, abstract use of
-        the oracle), which lets ``AutospecKernel`` find the latent sites this site depends on."""
+        """An array computed from every parameter (finds the latent sites this site depends on)."""
         raise NotImplementedError
 
     def _label(self) -> str:
         return type(self).__name__
 
     def sample(self, key: Array, sample_shape: tuple[int, ...] = ()) -> Array:
-        """Exact draws with the sequential sampler of :meth:`make_process` (one key per draw:
-        ``key`` itself for a single draw, ``jax.random.split(key, D)`` for ``D`` draws)."""
+        """Exact draws with the sequential sampler (``key`` itself for a single draw,
+        ``jax.random.split(key, D)`` for ``D`` draws)."""
         sample_shape = tuple(int(s) for s in sample_shape)
         num_draws = math.prod(sample_shape)
         process = self.make_process(self._label())
@@ -157,44 +129,26 @@ class AnyOrderAR(OracleDistribution):
 
     The oracle is any JAX-traceable ``log_marginals(x: int32[n], mask: bool[n]) -> float[n, q]``
     whose row :math:`i` is :math:`\log \mu(X_i = \cdot \mid X_{\text{mask}} =
-    x_{\text{mask}})` (:mod:`numpyro_autospec.oracles`): a built-in exact oracle, a trained
-    masked network, or a plain function.  A draw fixes the free sites one at a time in a
-    uniformly random order (or in ``order``), each from its conditional given the sites fixed
-    before it:
+    x_{\text{mask}})` (:mod:`numpyro_autospec.oracles`).  A draw fixes the free sites one at a
+    time in a uniformly random order (or in ``order``), each from its conditional, so its law
+    is :math:`\mathbb{E}_\sigma \prod_{k} \mu(x_{\sigma(k)} \mid x_{\sigma(<k)})`
+    (:math:`\mu` itself for a consistent oracle).
 
-    .. math:: p(x) = \mathbb{E}_\sigma \prod_{k} \mu(x_{\sigma(k)} \mid x_{\sigma(<k)}),
+    **Infilling.**  ``observed`` and ``observed_mask`` pin entries: the law is then
+    :math:`\mu(x_{\text{free}} \mid x_{\text{obs}})`; draws return the full vector.
 
-    which is :math:`\mu` itself for a consistent oracle.
+    **Densities.**  ``log_prob`` is exact with a fixed ``order``
+    (:math:`\sum_k \log \mu(x_{\sigma(k)} \mid x_{\sigma(<k)})`, any oracle), or for an oracle
+    with an exact joint ``log_prob`` (``TableOracle``, ``CurieWeissOracle``,
+    ``IsingChainOracle``), divided by the marginal of the observed entries; otherwise it raises
+    :class:`NotImplementedError` (a random order averages over :math:`n!` orders).
 
-    **Infilling.**  ``observed`` and ``observed_mask`` pin entries: the distribution is then the
-    law of the whole vector given the observed entries, :math:`\mu(x_{\text{free}} \mid
-    x_{\text{obs}})`, and draws return the full vector with the observed entries in place.
-    (NumPyro's ``obs_mask`` masks *batch* dimensions, so a joint site needs its own way.)  The
-    mask must be concrete: the number of sampled steps is a static shape.  A fully observed
-    site is a plain observation: ``numpyro.sample(name, AnyOrderAR(...), obs=values)``.
-
-    **Densities.**  ``log_prob`` is exact when the law is known in closed form:
-
-    * with a fixed ``order``, :math:`\sum_k \log \mu(x_{\sigma(k)} \mid x_{\sigma(<k)})`
-      computed with the oracle (``n`` queries in one batch), for any oracle;
-    * for an oracle with an exact joint ``log_prob`` method (``TableOracle``,
-      ``CurieWeissOracle``, ``IsingChainOracle``), that joint, divided by the marginal of the
-      observed entries (chain rule with the oracle) when there are some.
-
-    Otherwise it raises :class:`NotImplementedError`: with a random order the density of an
-    inconsistent (learned) oracle is an average over :math:`n!` orders.
-
-    :param oracle: the any-order oracle; its parameters may be traced (``beta`` a latent site
-        or a ``jit`` model argument): a built-in oracle is a pytree with its parameters as
-        leaves, and the distribution flattens it as data.
-    :param num_positions: :math:`n`; by default the oracle's own (an
-        :class:`~numpyro_autospec.oracles.AnyOrderOracle` declares it; a plain function needs
-        it).
+    :param oracle: the any-order oracle; its parameters may be traced.
+    :param num_positions: :math:`n`; by default the oracle's own (a plain function needs it).
     :param num_categories: :math:`q`; by default the oracle's own.
     :param observed: ``int[n]`` values, read where ``observed_mask`` is set (may be traced).
     :param observed_mask: concrete ``bool[n]``, the observed entries.
-    :param order: a concrete permutation of ``range(n)``: fix the free sites in this order
-        instead of a uniformly random one.
+    :param order: a concrete permutation of ``range(n)`` to fix the free sites in.
     :param validate_args: NumPyro's flag.
 
     >>> import jax, numpy as np
@@ -209,6 +163,8 @@ class AnyOrderAR(OracleDistribution):
     ...                     observed_mask=np.array([True, False]))
     >>> round(float(np.exp(infill.log_prob(np.array([1, 1])))), 3)  # mu(x_1 = 1 | x_0 = 1)
     0.6
+    >>> round(float(np.exp(infill.joint_log_prob(np.array([1, 1])))), 3)  # mu(1, 1)
+    0.3
     """
 
     pytree_data_fields = ("observed", "oracle")
@@ -294,7 +250,6 @@ class AnyOrderAR(OracleDistribution):
         self._order_key = order
         super().__init__(batch_shape=(), event_shape=(n,), validate_args=validate_args)
 
-    # -- static structure ----------------------------------------------------------------
     @property
     def observed_mask(self) -> np.ndarray | None:
         """The concrete ``bool[n]`` observed mask, or ``None``."""
@@ -311,9 +266,8 @@ class AnyOrderAR(OracleDistribution):
         return constraints.independent(constraints.integer_interval(0, self.num_categories - 1), 1)
 
     def make_process(self, name: str) -> AnyOrderProcess:
-        """The :class:`~numpyro_autospec.processes.AnyOrderProcess` of this distribution;
-        raises :class:`~numpyro_autospec.errors.InputError` naming the site and index of an
-        observed value outside :math:`[0, q)`."""
+        """The :class:`~numpyro_autospec.processes.AnyOrderProcess` of this distribution (raises
+        :class:`~numpyro_autospec.errors.InputError` for observed values outside :math:`[0, q)`)."""
         return AnyOrderProcess(
             self.oracle,
             self.num_positions,
@@ -327,7 +281,6 @@ class AnyOrderAR(OracleDistribution):
     def validate_oracle(self, name: str) -> None:
         oracle = as_oracle(self.oracle, self.num_positions, self.num_categories)
         if oracle.depends_on_order:
-            # the block form on one probe: every site given its prefix of the identity order
             validate_log_conditionals(
                 oracle,
                 self.num_positions,
@@ -352,14 +305,13 @@ class AnyOrderAR(OracleDistribution):
             probe = probe + jnp.sum(self.observed)
         return probe
 
-    # -- densities -------------------------------------------------------------------------
     def _chain_rule(self, values: Array, sites: np.ndarray, pinned: np.ndarray) -> Array:
         r""":math:`\sum_j \log \text{oracle}(x, \text{pinned} \cup \{s_{<j}\})[s_j, x_{s_j}]`
         for one configuration ``values: int[n]`` (one batched oracle call)."""
         n = self.num_positions
         if sites.size == 0:
             return jnp.zeros((), jnp.float32)
-        # pinned sites first (index order), then ``sites``: row j given the first P + j
+        # pinned sites first, then ``sites``: row j given the first P + j
         order = np.concatenate([np.flatnonzero(pinned), sites]).astype(np.int32)
         ranks = np.full(n, n, np.int32)
         ranks[order] = np.arange(order.size, dtype=np.int32)
@@ -373,28 +325,15 @@ class AnyOrderAR(OracleDistribution):
 
     @property
     def has_joint_log_prob(self) -> bool:
-        """Whether the oracle has an exact joint ``log_prob`` (``TableOracle``,
-        ``CurieWeissOracle``, ``IsingChainOracle``), which :meth:`joint_log_prob` needs."""
+        """Whether the oracle has an exact joint ``log_prob`` (:meth:`joint_log_prob` needs it)."""
         return callable(getattr(self.oracle, "log_prob", None))
 
     def joint_log_prob(self, value: Array) -> Array:
-        r"""The oracle's joint :math:`\log \mu(x)` of the whole vector, observed entries
-        included: :meth:`log_prob` plus the log marginal of the observed entries,
-        :math:`\log \mu(x_{\text{free}} \mid x_{\text{obs}}) + \log \mu(x_{\text{obs}})`;
-        ``-inf`` where ``value`` disagrees with an observed entry.  This is the density of the
-        site when its observed entries are *data* drawn from :math:`\mu` (posterior inference
-        of the oracle's parameters), where :meth:`log_prob` is the density given them.
+        r"""The joint :math:`\log \mu(x) = \log \mu(x_{\text{free}} \mid x_{\text{obs}}) +
+        \log \mu(x_{\text{obs}})` of the whole vector (``-inf`` where ``value`` disagrees with an
+        observed entry): the density when the observed entries are *data* drawn from :math:`\mu`.
 
-        :raises NotImplementedError: for an oracle without an exact joint ``log_prob``
-            (:attr:`has_joint_log_prob`).
-
-        >>> import numpy as np
-        >>> from numpyro_autospec.oracles import TableOracle
-        >>> oracle = TableOracle(np.log([[0.4, 0.1], [0.2, 0.3]]))
-        >>> infill = AnyOrderAR(oracle, 2, 2, observed=np.array([1, 0]),
-        ...                     observed_mask=np.array([True, False]))
-        >>> round(float(np.exp(infill.joint_log_prob(np.array([1, 1])))), 3)  # mu(1, 1)
-        0.3
+        :raises NotImplementedError: without :attr:`has_joint_log_prob`.
         """
         if not self.has_joint_log_prob:
             raise NotImplementedError(
@@ -402,14 +341,12 @@ class AnyOrderAR(OracleDistribution):
                 "joint log_prob"
             )
         value = jnp.asarray(value)
-        q = self.num_categories
-        clipped = jnp.clip(value, 0, q - 1).astype(jnp.int32)
+        clipped = jnp.clip(value, 0, self.num_categories - 1).astype(jnp.int32)
         log_density = jnp.asarray(self.oracle.log_prob(clipped))
         return jnp.where(self._in_support(value), log_density, -jnp.inf)
 
     def _in_support(self, value: Array) -> Array:
-        """Whether each configuration of ``value: [..., n]`` lies in :math:`[0, q)^n` and
-        agrees with the observed entries."""
+        """Whether each ``value[..., :]`` lies in :math:`[0, q)^n` and agrees with the observed."""
         mask = self.observed_mask
         inside = jnp.all((value >= 0) & (value < self.num_categories), axis=-1)
         if mask is not None:

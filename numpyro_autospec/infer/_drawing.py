@@ -1,13 +1,6 @@
-r"""Drawing a NumPyro model once: oracle sites by the engine, other latent sites forward.
-
-A :class:`DrawOracleSites` messenger, placed outside ``handlers.seed``, sets the value of every
-latent oracle site (:class:`~numpyro_autospec.infer.OracleDistribution`, also
-behind a plate, ``.expand``, ``.mask`` or ``.to_event``) with one engine run over the site's
-independent draws; every other latent site is forward-sampled by NumPyro with the values drawn
-so far, so oracle parameters may depend on earlier latent sites.  :func:`draw_model` is the
-pure function of one exact joint draw (Anari et al., *Parallel Sampling via Autospeculation*,
-arXiv:2511.07869; docs/algorithm.md).
-"""
+r"""Drawing a NumPyro model once: each oracle site by one engine run over its independent draws
+(Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869), other latent sites
+forward-sampled."""
 
 from __future__ import annotations
 
@@ -59,19 +52,16 @@ TRANSPARENT = (ExpandedDistribution, MaskedDistribution, Independent)
 
 
 def oracle_base(fn) -> OracleDistribution | None:
-    """The oracle distribution behind ``fn``: ``fn`` itself, or ``fn`` expanded (a plate,
-    ``.expand``), masked (``.mask``) or with batch dimensions made event dimensions
-    (``.to_event``, :class:`~numpyro.distributions.Independent`).  These wrappers only arrange
-    independent draws of the oracle distribution; any other wrapper is refused by
-    :func:`inspect_model`."""
+    """The oracle distribution behind ``fn``: ``fn`` itself, or ``fn`` in :data:`TRANSPARENT`
+    wrappers (a plate, ``.expand``, ``.mask``, ``.to_event``), else ``None``."""
     while isinstance(fn, TRANSPARENT):
         fn = fn.base_dist
     return fn if isinstance(fn, OracleDistribution) else None
 
 
 def hidden_oracle(fn) -> tuple[str, OracleDistribution] | None:
-    """``(wrapper, oracle distribution)`` when an oracle distribution sits inside a wrapper
-    that :func:`oracle_base` does not see through (e.g. a ``TransformedDistribution``)."""
+    """``(wrapper, oracle distribution)`` for an oracle distribution inside a wrapper that
+    :func:`oracle_base` does not see through."""
     wrapper = None
     while fn is not None:
         if isinstance(fn, OracleDistribution):
@@ -83,8 +73,8 @@ def hidden_oracle(fn) -> tuple[str, OracleDistribution] | None:
 
 
 def draw_shape(msg, base: OracleDistribution) -> tuple[int, ...]:
-    """Shape of the independent draws of ``base`` at a site: sample shape + batch shape, plus
-    the batch dimensions that ``.to_event`` turned into event dimensions."""
+    """Shape of the independent draws of ``base`` at a site (sample, batch and ``.to_event``
+    dimensions)."""
     full = (
         tuple(msg["kwargs"].get("sample_shape", ()))
         + tuple(msg["fn"].batch_shape)
@@ -100,12 +90,8 @@ def strong(value):
 
 
 class DrawOracleSites(Messenger):
-    """Set the value of each latent oracle site with ``draw_site(name, dist, key, shape)``.
-
-    Placed *outside* ``handlers.seed`` so that the site's key is already in
-    ``msg["kwargs"]["rng_key"]``; ``shape`` (:func:`draw_shape`) is the shape of the
-    independent draws of the site.  ``check(msg)``, if given, sees every sample site first
-    (inspection: refusals are raised before the rest of the model runs).
+    """Set each latent oracle site with ``draw_site(name, dist, key, shape)``; placed outside
+    ``handlers.seed`` (the key is in the message).  ``check(msg)`` sees every sample site first.
     """
 
     def __init__(self, fn=None, *, draw_site: Callable, check: Callable | None = None):
@@ -137,10 +123,8 @@ def draw_sites(
 ) -> tuple[Array, Array, Array]:
     """``(values, rounds, queries)`` of ``len(keys)`` draws of ``process`` in one pool."""
     if config.method == "sequential":
-        samples = sequential_run(process, keys)
-    else:
-        samples = engine_run(process, keys, config, capacity)
-    return samples
+        return sequential_run(process, keys)
+    return engine_run(process, keys, config, capacity)
 
 
 def site_keys(key: Array, num_draws: int) -> Array:
@@ -159,8 +143,8 @@ def engine_draw_site(config: SamplerConfig, capacity: Capacity | None) -> Callab
 
 
 class Placeholders:
-    """A ``draw_site`` that returns zeros of the right shape and dtype (no sampling) and
-    records, per oracle site, its key, its distribution, its draw shape and its steps."""
+    """A ``draw_site`` returning zeros (no sampling) that records each oracle site's key,
+    distribution, draw shape and steps."""
 
     def __init__(self):
         self.sites: dict[str, tuple[Array, OracleDistribution, tuple[int, ...]]] = {}
@@ -177,9 +161,7 @@ class Placeholders:
 
 
 def output_like(process, key: Array) -> Array:
-    """A draw's output from the initial state (the shape and dtype of every draw): the
-    process's ``init``, its final query if it has one, and ``output``; traced under
-    ``eval_shape``, it traces the oracle at most once (not a whole sequential run)."""
+    """A draw's output from the initial state (for its shape and dtype under ``eval_shape``)."""
     x = process.init(key)
     final = process.query(x, process.num_steps, 1) if process.final_query else None
     return process.output(x, final)
@@ -208,13 +190,13 @@ def draw_model(
     config: SamplerConfig | None = None,
     capacity: Capacity | None = None,
 ) -> Draw:
-    """One exact joint draw of ``model``'s latent and deterministic sites (pure JAX).
+    """One exact joint draw of ``model`` (pure JAX): oracle sites by the engine, every other
+    latent site forward-sampled.  The model is *not* checked here: see :func:`inspect_model`.
 
-    Oracle sites are drawn with the engine (or the sequential sampler for
-    ``config.method == "sequential"``); the site's key is the one ``handlers.seed`` gives it,
-    and a single draw uses it as is (so it equals ``engine.run(process, key[None])``).  Every
-    other latent site is forward-sampled.  The model is *not* checked here: see
-    :func:`inspect_model`.
+    :param model: a NumPyro model, called with ``model_args`` and ``model_kwargs``.
+    :param config: the engine's :class:`~numpyro_autospec.config.SamplerConfig`; ``capacity``
+        its :class:`~numpyro_autospec.engine.Capacity`.
+    :returns: a :class:`Draw`: ``z`` (latent and deterministic sites), ``rounds``, ``queries``.
 
     >>> import jax, numpyro
     >>> from numpyro_autospec.infer._distributions import AnyOrderAR

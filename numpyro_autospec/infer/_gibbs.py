@@ -1,60 +1,30 @@
 r"""``AutospecGibbs``: posterior inference with exact autospeculation draws as a Gibbs block.
 
-The models: continuous parameters :math:`\theta` (updated by NUTS or HMC), one or more oracle
-sites :math:`x` (:class:`~numpyro_autospec.infer.AnyOrderAR`) whose oracle
-depends on :math:`\theta`, possibly with observed entries (``observed``, ``observed_mask``),
-and data :math:`y` that depend on :math:`\theta` and, optionally, on :math:`x`.  The target
-is the posterior of :math:`\theta` and of the free entries of :math:`x`,
+Models: parameters :math:`\theta` (NUTS or HMC), oracle sites :math:`x`
+(:class:`~numpyro_autospec.infer.AnyOrderAR`, maybe with observed entries) whose oracle depends
+on :math:`\theta`, and data :math:`y`.  The target is
 
 .. math:: p(\theta, x_{\text{free}} \mid x_{\text{obs}}, y) \propto
     p(\theta)\, \mu_\theta(x)\, p(y \mid \theta, x),
 
-where :math:`\mu_\theta(x)` is the oracle's *joint* law of the whole vector: **the observed
-entries of an oracle site are data drawn from** :math:`\mu_\theta` (the marginal
-:math:`\mu_\theta(x_{\text{obs}})` carries the information they hold about :math:`\theta`).
-This is not the density that ``AnyOrderAR(..., observed_mask=...).log_prob`` gives, which is
-the law *given* the observed entries, :math:`\mu_\theta(x_{\text{free}} \mid
-x_{\text{obs}})`: a plain ``HMCGibbs`` whose potential used it would miss the factor
-:math:`\mu_\theta(x_{\text{obs}})` and sample the wrong posterior of :math:`\theta`.
+with :math:`\mu_\theta(x)` the oracle's *joint* law: the observed entries are data drawn from
+:math:`\mu_\theta`, so ``AnyOrderAR.log_prob`` (the law *given* them) would miss
+:math:`\mu_\theta(x_{\text{obs}})`.  Each step sweeps two blocks (as ``HMCGibbs``):
 
-Each MCMC step is a sweep of two blocks (NumPyro's :class:`~numpyro.infer.HMCGibbs`):
-
-1. **The oracle block.**  For each oracle site, one exact draw
-   :math:`x' \sim \mu_\theta(\cdot \mid x_{\text{obs}})` by the autospeculation engine
-   (:func:`numpyro_autospec.engine.run`: recursive speculative rejection sampling, Anari et
-   al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869, 2025; docs/algorithm.md),
-   in :math:`\tilde O(\sqrt n)` rounds of oracle calls instead of :math:`n`.  It is an
-   independence proposal for the site's conditional
-   :math:`\pi(x) \propto \mu_\theta(x)\, r(x)` with :math:`r(x) = p(y \mid \theta, x)`
-   (in general every model term but the site's own law), accepted with probability
-
-   .. math:: \alpha = \min\Big(1, \frac{r(x')}{r(x)}\Big)
-
-   (exact Metropolis-within-Gibbs).  Where :math:`y` does not depend on :math:`x` the ratio
-   is 1: the update is an exact independent draw from the conditional.  With
-   ``num_proposals = K > 1`` the block draws :math:`x'_1, \dots, x'_K` in one engine pool
-   (they share its rounds), picks :math:`x'_J` with probability :math:`\propto r(x'_J)` and
-   accepts it with
+1. **The oracle block.**  Each oracle site gets an exact draw
+   :math:`x' \sim \mu_\theta(\cdot \mid x_{\text{obs}})` by the autospeculation engine (Anari
+   et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869, 2025), an independence
+   proposal for :math:`\pi(x) \propto \mu_\theta(x)\, r(x)`, :math:`r(x) = p(y \mid \theta, x)`,
+   accepted with :math:`\alpha = \min(1, r(x') / r(x))`.  With ``num_proposals = K > 1``,
+   :math:`x'_J` is picked among :math:`K` draws with probability :math:`\propto r(x'_J)`:
 
    .. math:: \alpha = \min\Big(1, \frac{\sum_{j} r(x'_j)}
        {\sum_{j \ne J} r(x'_j) + r(x)}\Big),
 
-   the independent multiple-try Metropolis step (Liu, Liang and Wong, *JASA* 95, 2000;
-   Martino, *Digital Signal Processing* 75, 2018), exact for every :math:`K`: informative
-   data :math:`y` lower :math:`\alpha` and more proposals raise it, at :math:`K` times the
-   oracle evaluations and about the same rounds.
+   the independent multiple-try Metropolis step (Liu, Liang and Wong, *JASA* 95, 2000).
 2. **The parameter block.**  The inner NUTS/HMC kernel on :math:`\theta` with :math:`x` fixed,
-   whose potential uses the joint :math:`\log \mu_\theta(x)`
-   (:meth:`~numpyro_autospec.infer.AnyOrderAR.joint_log_prob`).  It needs an
-   oracle with an exact joint ``log_prob``: ``TableOracle``, ``CurieWeissOracle`` and
-   ``IsingChainOracle`` qualify; any other oracle (a plain function, ``PerturbedOracle``,
-   ``HopfieldOracle``, a learned network) is refused with an
-   :class:`~numpyro_autospec.errors.UnsupportedModelError` naming the site.
-
-Both blocks leave the target invariant, so the sweep does.  The costs of the oracle block are
-in the state: ``rounds`` and ``queries`` of its engine draws and ``accept_prob``, the mean
-acceptance probability of its proposals (``extra_fields``, and ``arviz.from_numpyro``'s
-``sample_stats``).
+   scoring the site by :meth:`~numpyro_autospec.infer.AnyOrderAR.joint_log_prob` (so only
+   oracles with an exact joint ``log_prob``).
 """
 
 from __future__ import annotations
@@ -79,40 +49,15 @@ from numpyro_autospec.errors import ConfigError
 from numpyro_autospec.infer._distributions import AnyOrderAR, _oracle_label
 from numpyro_autospec.infer._drawing import Placeholders, engine_draw_site, run_with, strong
 from numpyro_autospec.infer._inspection import UnsupportedModelError
-from numpyro_autospec.infer._joint import (
-    joint_model,
-    log_acceptance_ratio,
-    multiple_try,
-)
+from numpyro_autospec.infer._joint import joint_model, log_acceptance_ratio, multiple_try
 from numpyro_autospec.infer._progress import announce_compilation
 
-__all__ = [
-    "AutospecBlock",
-    "AutospecBlockState",
-    "AutospecGibbs",
-    "AutospecGibbsState",
-]
+__all__ = ["AutospecBlock", "AutospecBlockState", "AutospecGibbs", "AutospecGibbsState"]
 
 
-# -- the oracle block -------------------------------------------------------------------------
 class AutospecBlockState(NamedTuple):
-    """State of :class:`AutospecBlock`.
-
-    :ivar z: ``{site: value}``, the current values of the block's oracle sites.
-    :ivar rounds: int32, rounds of oracle calls of the last update's engine draws (summed over
-        the block's sites).
-    :ivar queries: int32, oracle evaluations of the last update's draws.
-    :ivar accept_prob: float32, the mean over the block's sites of the last update's
-        acceptance probability :math:`\\min(1, r(x') / r(x))` (1 where the data do not depend
-        on the site).
-    :ivar rng_key: PRNG key of the next update.
-    :ivar failure: :class:`~numpyro_autospec._core.failures.Failure`, the first failure of the
-        engine draws so far, as data.
-
-    >>> import jax, jax.numpy as jnp
-    >>> AutospecBlockState._fields
-    ('z', 'rounds', 'queries', 'accept_prob', 'rng_key', 'failure')
-    """
+    """State of :class:`AutospecBlock`: site values ``z``, the last update's costs and mean
+    ``accept_prob``, the next ``rng_key`` and the first ``failure``, as data."""
 
     z: dict
     rounds: Array
@@ -149,27 +94,8 @@ def _check_site(name: str, site) -> None:
 
 
 class AutospecBlock(MCMCKernel):
-    """The oracle block of :class:`AutospecGibbs`: each site's update is one exact engine draw
-    from its law given the observed entries and the current parameters, accepted by the
-    ratio of the model's other terms (module docstring; ``_joint.log_acceptance_ratio``).  A
-    block of :class:`~numpyro.infer.Gibbs` that reads the other sites' values from the
-    conditioning keyword (it holds its model privately, unconditioned).
-
-    :param model: the NumPyro model.
-    :param sites: the ``AnyOrderAR`` sites the block updates, in order.
-    :param config: :class:`~numpyro_autospec.config.SamplerConfig` of the engine.
-    :param capacity: :class:`~numpyro_autospec.engine.Capacity` of the engine.
-    :param num_proposals: proposals per update, drawn in one engine pool (multiple-try
-        Metropolis, module docstring).
-
-    >>> import numpyro, numpyro.distributions as dist
-    >>> from numpyro_autospec.oracles import CurieWeissOracle
-    >>> def model():
-    ...     beta = numpyro.sample("beta", dist.Uniform(0.0, 2.0))
-    ...     numpyro.sample("x", AnyOrderAR(CurieWeissOracle(8, beta=beta), 8, 2))
-    >>> AutospecBlock(model, ["x"]).sites
-    ('x',)
-    """
+    """The oracle block of :class:`AutospecGibbs`: updates ``sites`` by ``num_proposals`` exact
+    engine draws each, accepted by the ratio of the model's other terms."""
 
     sample_field = "z"
 
@@ -195,9 +121,7 @@ class AutospecBlock(MCMCKernel):
         self._update = carrying_failures(self._update_sites)
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
-        """Check the block's sites (refusing, naming the site, what cannot be updated
-        exactly) and return the initial state at ``init_params`` (the values
-        :class:`~numpyro.infer.Gibbs` hands its blocks)."""
+        """Check the block's sites and return the initial state at ``init_params``."""
         model_kwargs = dict(model_kwargs or {})
         conditioning = model_kwargs.pop(GIBBS_SITES_KWARG, {})
         model_trace = prototype_trace(
@@ -226,7 +150,6 @@ class AutospecBlock(MCMCKernel):
             key_site, key_draw, key_accept = jax.random.split(key, 3)
             others = {k: v for k, v in values.items() if k != name}
             model = handlers.condition(self._block_model, data=others)
-            # the site's law at the current parameters, then its proposals in one pool
             placeholders = Placeholders()
             run_with(model, placeholders, key_site, model_args, model_kwargs)
             _, base, _ = placeholders.sites[name]
@@ -256,7 +179,7 @@ class AutospecBlock(MCMCKernel):
         )
 
     def sample(self, state: AutospecBlockState, model_args, model_kwargs) -> AutospecBlockState:
-        """One update of every site of the block (module docstring)."""
+        """One update of every site of the block."""
         return self._update(state, model_args, model_kwargs)
 
     def refresh(self, state, model_args, model_kwargs):
@@ -280,15 +203,8 @@ class AutospecBlock(MCMCKernel):
         self._update = carrying_failures(self._update_sites)
 
 
-# -- the kernel -------------------------------------------------------------------------------
 class AutospecGibbsState(HMCGibbsState):
-    """:class:`~numpyro.infer.hmc_gibbs.HMCGibbsState` of :class:`AutospecGibbs`, with the
-    oracle block's costs as fields to collect: ``rounds``, ``queries`` and ``accept_prob``
-    (:class:`AutospecBlockState`), besides ``hmc_state``.
-
-    >>> AutospecGibbsState._fields
-    ('z', 'block_states', 'rng_key')
-    """
+    """``HMCGibbsState`` with the oracle block's ``rounds``, ``queries`` and ``accept_prob``."""
 
     __slots__ = ()
 
@@ -306,45 +222,33 @@ class AutospecGibbsState(HMCGibbsState):
 
 
 class AutospecGibbs(HMCGibbs):
-    r"""Posterior inference for models with oracle sites: exact autospeculation draws of the
-    oracle sites within NUTS/HMC-within-Gibbs.
+    r"""Posterior inference: exact autospeculation draws of oracle sites in HMC-within-Gibbs.
 
-    See the module docstring for the models, the target (the observed entries of an oracle
-    site are data: the parameter update scores the site by its *joint* density) and the two
-    blocks.  Each step updates the ``gibbs_sites`` (``AnyOrderAR`` sites with an exact joint
-    ``log_prob``) by exact engine draws accepted with the likelihood ratio, then every other
-    latent site by ``inner_kernel``.
+    Each step updates the ``gibbs_sites`` by exact engine draws accepted with the likelihood
+    ratio, then the other latent sites by ``inner_kernel``, which scores the oracle sites by
+    their *joint* density (derivation: :mod:`numpyro_autospec.infer._gibbs`).
 
     :param inner_kernel: :class:`~numpyro.infer.NUTS` or :class:`~numpyro.infer.HMC` on the
         model; it updates every latent site that is not a Gibbs site.
-    :param gibbs_sites: the ``AnyOrderAR`` sites drawn by the engine.
+    :param gibbs_sites: the ``AnyOrderAR`` sites (exact joint ``log_prob``) drawn by the engine.
     :param method: ``"autospec"`` (default), ``"sequential"``, ``"assd"`` or ``"block"``, the
         engine's method (:class:`~numpyro_autospec.AutospecKernel`).
-    :param config: :class:`~numpyro_autospec.config.SamplerConfig` (none of its knobs changes
-        the law).
-    :param capacity: :class:`~numpyro_autospec.engine.Capacity` of the engine.
-    :param num_proposals: ``K``, the engine draws per update of a site: ``K = 1`` (default) is
-        an independence Metropolis step, ``K > 1`` the independent multiple-try step (module
-        docstring), whose acceptance rises with ``K`` where the data inform the site; the
-        ``K`` draws share one pool, so its rounds barely grow and its evaluations are ``K``
-        times those of one draw.
+    :param config: :class:`~numpyro_autospec.config.SamplerConfig`; ``capacity`` the engine's
+        :class:`~numpyro_autospec.engine.Capacity`.
+    :param num_proposals: ``K``, engine draws per update of a site, in one pool: ``K > 1``
+        (multiple-try) raises the acceptance at ``K`` times the evaluations.
 
-    Collected by default: ``z``, ``rounds``, ``queries`` and ``accept_prob`` of the oracle
-    block (``mcmc.get_extra_fields()``, and ``sample_stats`` of ``arviz.from_numpyro``).
-    ``chain_method`` ``"sequential"``, ``"parallel"`` and ``"vectorized"`` all work.  Errors of
-    the model (a site that is not an ``AnyOrderAR``, an oracle without exact joint) are
-    :class:`~numpyro_autospec.errors.UnsupportedModelError` naming the site, raised
-    by ``MCMC.run``.
+    Collected by default: ``z``, ``rounds``, ``queries`` and ``accept_prob``.  ``MCMC.run``
+    raises :class:`~numpyro_autospec.errors.UnsupportedModelError`, naming the site, for a site
+    that is not an ``AnyOrderAR`` or an oracle without an exact joint.
 
     >>> import jax, numpy as np, numpyro, numpyro.distributions as dist
     >>> from numpyro.infer import MCMC, NUTS
     >>> from numpyro_autospec.oracles import CurieWeissOracle
-    >>> n, mask = 8, np.arange(8) < 4  # four spins observed up, four free
-    >>> def model():
+    >>> def model():  # four spins observed up, four free
     ...     beta = numpyro.sample("beta", dist.Uniform(0.0, 2.0))
-    ...     oracle = CurieWeissOracle(n, beta=beta)
-    ...     numpyro.sample("x", AnyOrderAR(oracle, n, 2, observed=np.ones(n, np.int32),
-    ...                                    observed_mask=mask))
+    ...     numpyro.sample("x", AnyOrderAR(CurieWeissOracle(8, beta=beta), 8, 2,
+    ...                    observed=np.ones(8, np.int32), observed_mask=np.arange(8) < 4))
     >>> kernel = AutospecGibbs(NUTS(model), gibbs_sites=["x"], method="sequential")
     >>> mcmc = MCMC(kernel, num_warmup=10, num_samples=5, progress_bar=False)
     >>> mcmc.run(jax.random.PRNGKey(0))
@@ -379,11 +283,7 @@ class AutospecGibbs(HMCGibbs):
             config = config._replace(method=method)
         sites = tuple(gibbs_sites)
         block = AutospecBlock(
-            inner_kernel.model,
-            sites,
-            config=config,
-            capacity=capacity,
-            num_proposals=num_proposals,
+            inner_kernel.model, sites, config=config, capacity=capacity, num_proposals=num_proposals
         )
         inner = inner_kernel.wrap_model(lambda model: joint_model(model, sites))
         Gibbs.__init__(self, [(block, sites), (inner, None)])
@@ -397,8 +297,7 @@ class AutospecGibbs(HMCGibbs):
         return ("z", "rounds", "queries", "accept_prob")
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
-        """:class:`~numpyro.infer.Gibbs`'s ``init``; a batch of keys
-        (``chain_method="vectorized"``) gives a batch of states (the sweep is vmapped)."""
+        """``Gibbs.init``; a batch of keys gives a batch of states."""
         if is_prng_key(rng_key):
             return Gibbs.init(self, rng_key, num_warmup, init_params, model_args, model_kwargs)
 

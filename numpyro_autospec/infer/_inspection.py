@@ -1,12 +1,5 @@
-r"""Which models ``AutospecKernel`` can draw exactly, and the sites it finds in them.
-
-A model qualifies when every latent site can be drawn from its *prior*: no latent site has an
-observed descendant (observations inside an oracle site, i.e. infilling with
-``AnyOrderAR(observed=..., observed_mask=...)``, are part of that site's law and fine).
-:func:`inspect_model` runs the model once with placeholders for the oracle sites, refuses what
-cannot be drawn exactly with an :class:`UnsupportedModelError` naming the site, and tracks
-which latent sites each observed or oracle site depends on (provenance through the jaxpr).
-"""
+r"""Which models ``AutospecKernel`` can draw exactly (every latent site from its *prior*), and
+the sites it finds in them; dependencies are tracked by provenance through the jaxpr."""
 
 from __future__ import annotations
 
@@ -51,9 +44,8 @@ class ModelInspection(NamedTuple):
     :ivar observed_sites: observed sites (none of them depends on a latent site).
     :ivar deterministic_sites: deterministic sites.
     :ivar oracle_parents: for each oracle site, the latent sites its parameters depend on.
-    :ivar z_like: a zero value of the draw, ``{site: array}`` (for the initial state).
-    :ivar num_steps: steps of one joint draw, summed over the oracle sites and their draws
-        (``N`` per draw of an ``AnyOrderAR`` site: its free entries).
+    :ivar z_like: a zero value of the draw, ``{site: array}``.
+    :ivar num_steps: steps of one joint draw, summed over the oracle sites and their draws.
 
     >>> import numpyro, numpyro.distributions as dist
     >>> from numpyro_autospec.infer import AnyOrderAR
@@ -163,15 +155,10 @@ def _check_site(name: str, site: dict, validate: bool) -> None:
 
 
 def _dependencies(model, model_args, model_kwargs, latent_values: dict) -> dict:
-    """For each observed site and each oracle site, the latent sites it depends on
-    (provenance tracking through the model's jaxpr, as ``numpyro.infer.inspect``)."""
+    """For each observed and oracle site, the latent sites it depends on (provenance)."""
 
     def probes(**values):
-        with (
-            handlers.trace() as trace,
-            handlers.seed(rng_seed=0),
-            handlers.substitute(data=values),
-        ):
+        with handlers.trace() as trace, handlers.seed(rng_seed=0), handlers.substitute(data=values):
             model(*model_args, **model_kwargs)
         out = {}
         for name, site in trace.items():
@@ -194,27 +181,23 @@ def inspect_model(
 ) -> ModelInspection:
     """Check that ``model`` can be drawn exactly and list its sites.
 
-    Runs the model once eagerly (oracle sites replaced by placeholders, so no sampling cost),
-    validates oracle sites (``validate=True``: probes each oracle or denoiser against its
-    contract), and tracks which latent sites each observed site depends on.
+    Runs the model once eagerly with placeholders for the oracle sites (no sampling cost),
+    probing each oracle against its contract if ``validate``.
 
+    :param model: a NumPyro model, called with ``model_args`` and ``model_kwargs``.
+    :returns: a :class:`ModelInspection`.
     :raises UnsupportedModelError: naming the site, for a latent site with an observed
-        descendant, an enumerated site, an oracle distribution inside a wrapper other than
-        a plate, ``.expand``, ``.mask`` or ``.to_event`` (e.g. a transformed distribution), or
-        an ``obs_mask`` over the entries of one oracle draw instead of over its plates.
+        descendant, an enumerated site, an oracle distribution in a wrapper other than a plate,
+        ``.expand``, ``.mask`` or ``.to_event``, or an ``obs_mask`` over entries of one draw.
     :raises InputError: naming the site, for observed values outside an oracle site's support.
 
     >>> import numpy as np, numpyro
     >>> from numpyro_autospec.infer import AnyOrderAR
     >>> from numpyro_autospec.oracles import TableOracle
-    >>> oracle = TableOracle(np.log([[0.4, 0.1], [0.2, 0.3]]))
-    >>> def model():
-    ...     numpyro.sample("x", AnyOrderAR(oracle, 2, 2))
-    >>> inspect_model(model).oracle_sites
+    >>> d = AnyOrderAR(TableOracle(np.log([[0.4, 0.1], [0.2, 0.3]])), 2, 2)
+    >>> inspect_model(lambda: numpyro.sample("x", d)).oracle_sites
     ('x',)
-    >>> def out_of_support():
-    ...     numpyro.sample("x", AnyOrderAR(oracle, 2, 2), obs=np.array([0, 2]))
-    >>> inspect_model(out_of_support)
+    >>> inspect_model(lambda: numpyro.sample("x", d, obs=np.array([0, 2])))
     Traceback (most recent call last):
     ...
     numpyro_autospec.errors.InputError: site 'x': value 2 at index 1 ... [0, 2)
@@ -257,8 +240,7 @@ def inspect_model(
                         f"site depends on a latent site: {type(error).__name__}: "
                         f"{first_line(error)}"
                     ) from error
-                # untraceable: every oracle site may depend on every latent site (its draws
-                # are then never pooled across chains whose latent values differ)
+                # untraceable: every oracle site may depend on every latent site
                 dependencies = {name: set(latent_values) - {name} for name in oracle_sites}
     for observed in observed_sites:
         parents = sorted(dependencies.get(observed, set()) & set(latent_values), key=order.get)

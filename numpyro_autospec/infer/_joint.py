@@ -1,17 +1,5 @@
-r"""The target of :class:`~numpyro_autospec.infer.AutospecGibbs` and its oracle block's
-acceptance step.
-
-The observed entries of an oracle site are data drawn from the oracle's joint law
-:math:`\mu_\theta`, so the posterior's density scores the whole vector by
-:math:`\log \mu_\theta(x)` (:class:`JointDensities`), not by the law given the observed
-entries that ``AnyOrderAR(..., observed_mask=...).log_prob`` gives.  A proposal :math:`x'` of
-the oracle block is an exact draw from :math:`\mu_\theta(\cdot \mid x_{\text{obs}})`, so its
-Metropolis ratio keeps only the other terms of the model, :math:`r(x') / r(x)`
-(:func:`log_acceptance_ratio`); :func:`multiple_try` is the independent multiple-try
-Metropolis step over ``K`` such proposals (Liu, Liang and Wong, *JASA* 95, 2000).  The
-derivation is in :mod:`numpyro_autospec.infer._gibbs`'s docstring (Anari et al., *Parallel
-Sampling via Autospeculation*, arXiv:2511.07869).
-"""
+r"""The target of ``AutospecGibbs`` and its oracle block's acceptance step (derivation in
+:mod:`numpyro_autospec.infer._gibbs`; Anari et al., arXiv:2511.07869)."""
 
 from __future__ import annotations
 
@@ -58,30 +46,9 @@ class _NoDensity(_JointDensity):
 
 
 class JointDensities(Messenger):
-    r"""Score the oracle sites ``sites`` by their joint :math:`\log \mu_\theta(x)`, observed
-    entries included (:meth:`~numpyro_autospec.infer.AnyOrderAR.joint_log_prob`),
-    instead of their law given the observed entries; ``excluded`` is scored 0 (left out).
-
-    Inside it, a model's log density is the target of :class:`AutospecGibbs`,
-    :math:`\log p(\theta) + \log \mu_\theta(x) + \log p(y \mid \theta, x)`.
-
-    :param fn: the model.
-    :param sites: names of ``AnyOrderAR`` sites with an exact joint.
-    :param excluded: a site of ``sites`` to leave out of the density, or ``None``.
-
-    >>> import numpy as np, numpyro, numpyro.distributions as dist
-    >>> from numpyro.infer.util import log_density
-    >>> from numpyro_autospec.oracles import TableOracle
-    >>> oracle = TableOracle(np.log([[0.4, 0.1], [0.2, 0.3]]))
-    >>> def model():
-    ...     numpyro.sample("x", AnyOrderAR(oracle, 2, 2, observed=np.array([1, 0]),
-    ...                                    observed_mask=np.array([True, False])))
-    >>> value = {"x": np.array([1, 1])}
-    >>> given, _ = log_density(model, (), {}, value)  # mu(x_1 = 1 | x_0 = 1)
-    >>> joint, _ = log_density(JointDensities(model, ["x"]), (), {}, value)  # mu(1, 1)
-    >>> round(float(np.exp(given)), 3), round(float(np.exp(joint)), 3)
-    (0.6, 0.3)
-    """
+    r"""Score the ``AnyOrderAR`` sites ``sites`` by their joint :math:`\log \mu_\theta(x)`
+    (``joint_log_prob``) instead of their law given the observed entries; the site ``excluded``
+    is scored 0.  Inside it, a model's log density is the target of ``AutospecGibbs``."""
 
     def __init__(self, fn=None, sites: Sequence[str] = (), excluded: str | None = None):
         self.sites = tuple(sites)
@@ -97,14 +64,13 @@ class JointDensities(Messenger):
 
 
 def joint_model(model: Callable, sites: Sequence[str]) -> Callable:
-    """``model`` with the oracle sites ``sites`` scored by their joint (:class:`JointDensities`):
-    the model of the parameter block."""
+    """``model`` under :class:`JointDensities`: the model of the parameter block."""
     return _JointModel(model, tuple(sites))
 
 
 class _JointModel:
-    """``model`` under :class:`JointDensities` (a class, so two wrappings of one model by the
-    same sites compare equal and the kernel pickles)."""
+    """``model`` under :class:`JointDensities` (a class: equal wrappings compare equal and
+    pickle)."""
 
     def __init__(self, model: Callable, sites: tuple[str, ...]):
         self.model, self.sites = model, sites
@@ -132,16 +98,9 @@ def log_acceptance_ratio(
     proposal: Array,
     sites: Sequence[str],
 ) -> Array:
-    r""":math:`\log r(x') - \log r(x)` for each proposal :math:`x'` of oracle site ``site``
-    (the rows of ``proposal``, leading axis ``K``) at current value :math:`x` =
-    ``values[site]``: :math:`r` is the model's density with the site's own law left out (every
-    other oracle site of ``sites`` by its joint), e.g. :math:`p(y \mid \theta, x)`.  Exactly 0
-    when no other term depends on the site.  Returns ``float[K]``.
-
-    :param values: the current value of every latent site.
-    :param proposal: ``[K, *event_shape]``, the proposals :math:`x'_1, \dots, x'_K`.
-    :param sites: the oracle sites scored by their joint (:class:`JointDensities`).
-    """
+    r"""``float[K]``, :math:`\log r(x') - \log r(x)` for each row :math:`x'` of ``proposal``
+    at :math:`x` = ``values[site]``, :math:`r` being the model's density without the site's own
+    law (the other ``sites`` by their joint), e.g. :math:`p(y \mid \theta, x)`."""
     scored = JointDensities(model, sites, excluded=site)
 
     def log_rest(value):
@@ -151,20 +110,9 @@ def log_acceptance_ratio(
 
 
 def multiple_try(key: Array, log_ratios: Array) -> tuple[Array, Array, Array]:
-    r"""The independent multiple-try Metropolis step (module docstring) given
-    ``log_ratios[j]`` :math:`= \log r(x'_j) - \log r(x)`: returns ``(accept, J, log_alpha)``,
-    whether proposal ``J`` (drawn with probability :math:`\propto r(x'_J)`) replaces the
-    current value, and :math:`\log \alpha`.  NaN ratios count as :math:`-\infty` (a proposal
-    the model rules out); with ``K = 1`` it is the Metropolis-Hastings test of the ratio.
-
-    >>> import jax, jax.numpy as jnp
-    >>> accept, index, log_alpha = multiple_try(jax.random.PRNGKey(0), jnp.array([0.0]))
-    >>> bool(accept), int(index), float(log_alpha)  # r(x') = r(x): always accepted
-    (True, 0, 0.0)
-    >>> _, _, log_alpha = multiple_try(jax.random.PRNGKey(0), jnp.log(jnp.array([0.5, 0.5])))
-    >>> round(float(jnp.exp(log_alpha)), 4)  # (0.5 + 0.5) / (0.5 + 1)
-    0.6667
-    """
+    r"""Independent multiple-try Metropolis given ``log_ratios[j]`` :math:`= \log r(x'_j) -
+    \log r(x)` (NaN counts as :math:`-\infty`): ``(accept, J, log_alpha)``, proposal ``J``
+    drawn with probability :math:`\propto r(x'_J)`."""
     log_ratios = jnp.where(jnp.isnan(log_ratios), -jnp.inf, log_ratios)
     key_pick, key_accept = jax.random.split(key)
     log_total = jax.nn.logsumexp(log_ratios)

@@ -1,39 +1,10 @@
 r"""``AutospecKernel``: exact independent draws of a NumPyro model, oracle sites by autospeculation.
 
-A model qualifies when every latent site can be drawn from its *prior*: no latent site has an
-observed descendant (observations inside an oracle site, i.e. infilling with
-``AnyOrderAR(observed=..., observed_mask=...)``, are part of that site's law and fine).  Each
-MCMC iteration then returns one exact, independent joint draw:
-
-* oracle sites (:class:`~numpyro_autospec.infer.OracleDistribution`:
-  :class:`~numpyro_autospec.infer.AnyOrderAR`,
-  :class:`~numpyro_autospec.infer.StochasticLocalization`) are
-  drawn with the round scheduler :func:`numpyro_autospec.engine.run`, i.e. recursive
-  speculative rejection sampling (Anari et al., *Parallel Sampling via Autospeculation*,
-  arXiv:2511.07869, 2025):
-  :math:`\tilde O(\sqrt n)` rounds of oracle calls instead of :math:`n`;
-* every other latent site is forward-sampled, in model order, with the values drawn so far
-  (so oracle parameters may depend on earlier latent sites);
-* deterministic sites are returned with the draw.
-
-An oracle site may sit in plates, have a ``sample_shape``, or be wrapped by ``.expand``,
-``.mask`` or ``.to_event``: its independent draws share one engine pool.  ``obs_mask`` over its
-plates observes whole draws.  :func:`inspect_model` refuses, naming the site, a latent site
-with an observed descendant, an enumerated site, an oracle distribution in any other wrapper,
-and an ``obs_mask`` over the entries of one draw (pin entries with ``AnyOrderAR(...,
-observed=..., observed_mask=...)`` instead).
-
-Because the draws are exact and independent, R-hat is 1 and the effective sample size is the
-number of draws, up to Monte Carlo noise.  The cost of each draw is collected in the state:
-``rounds`` (oracle calls one after another: the latency) and ``queries`` (oracle evaluations:
-the work), summed over the model's oracle sites.
-
-The layout follows NumPyro's ``infer/hmc.py``: a functional core, one concept per module
-(:mod:`~numpyro_autospec.infer._drawing`: one joint draw, :func:`draw_model`;
-:mod:`~numpyro_autospec.infer._steps`: :func:`autospec_step` and
-:func:`pooled_autospec_step` over :class:`AutospecState`;
-:mod:`~numpyro_autospec.infer._inspection`: :func:`inspect_model`), and this thin
-:class:`~numpyro.infer.mcmc.MCMCKernel` shell.
+A model qualifies when every latent site can be drawn from its *prior* (no latent site has an
+observed descendant).  Each MCMC iteration returns one exact, independent joint draw: oracle
+sites (also in plates, ``.expand``, ``.mask`` or ``.to_event``) by recursive speculative
+rejection sampling (Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869,
+2025) in :math:`\tilde O(\sqrt n)` rounds instead of :math:`n`, other latent sites forward.
 """
 
 from __future__ import annotations
@@ -52,11 +23,7 @@ from numpyro_autospec._core.failures import Failure, FailureReports, carrying_fa
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.engine import Capacity
 from numpyro_autospec.infer._drawing import draw_model
-from numpyro_autospec.infer._inspection import (
-    ModelInspection,
-    UnsupportedModelError,
-    inspect_model,
-)
+from numpyro_autospec.infer._inspection import ModelInspection, UnsupportedModelError, inspect_model
 from numpyro_autospec.infer._progress import announce_compilation
 from numpyro_autospec.infer._steps import (
     AutospecState,
@@ -79,8 +46,7 @@ __all__ = [
 
 
 def inspection_key(model_args: tuple, model_kwargs: dict):
-    """A hashable key of model arguments (arrays by identity), or ``None`` if some argument
-    is neither hashable nor an array."""
+    """A hashable key of model arguments (arrays by identity), or ``None``."""
 
     def hashable(value):
         return ("array", id(value)) if isinstance(value, (np.ndarray, jax.Array)) else value
@@ -94,46 +60,22 @@ def inspection_key(model_args: tuple, model_kwargs: dict):
 
 
 class AutospecKernel(MCMCKernel):
-    r"""Exact independent draws of a NumPyro model whose oracle sites run on the
-    autospeculation engine.
+    r"""Exact independent draws of a NumPyro model, its oracle sites by autospeculation.
 
     See the module docstring for the models it accepts; :meth:`init` refuses the others with
-    an :class:`UnsupportedModelError` that names the site.
+    an :class:`UnsupportedModelError` naming the site.  The draws are exact from the first
+    iteration: the ``num_warmup`` draws only choose the fastest of a few exact configurations
+    of the engine's knobs (:attr:`tuning`).  Oracle errors found inside the compiled program
+    are raised by ``MCMC.run`` as :class:`~numpyro_autospec.errors.OracleError` naming the site.
 
-    **Warmup tunes the speculation.**  The draws are exact from the first iteration; the
-    ``num_warmup`` warmup draws are spent in :meth:`init` choosing the engine's knobs (initial
-    window, window growth, fallback threshold, recursion block size): a few exact candidate
-    configurations each draw their share, the one with the fewest rounds per draw is kept
-    (:mod:`~numpyro_autospec.infer._tuning`, the measurement in :attr:`tuning`) and frozen
-    for sampling.  The warmup iterations of NumPyro's loop then only count (``rounds`` and
-    ``queries`` 0).  ``num_warmup=0`` keeps ``config``.
-
-    **Errors** of the oracles found inside the compiled program (NaN, ``+inf``, unnormalized
-    rows) are raised by ``MCMC.run`` as :class:`~numpyro_autospec.errors.OracleError` naming
-    the site and the oracle function, with or without progress bar: the state carries the
-    failure (:class:`~numpyro_autospec._core.failures.Failure`) out of NumPyro's compiled loop.
-
-    **Chains.**  ``chain_method="sequential"`` and ``"parallel"`` run one scheduler per chain;
-    ``"vectorized"`` draws every chain's draws of an oracle site in one shared engine pool
-    (:func:`pooled_autospec_step`), or, when an oracle site's distribution depends on a latent
-    site (so it differs between chains), vmaps the per-chain step.
-
-    :param model: a NumPyro model with oracle sites
-        (:class:`~numpyro_autospec.infer.AnyOrderAR`,
-        :class:`~numpyro_autospec.infer.StochasticLocalization`).
-    :param method: ``"autospec"`` (recursive speculative rejection sampling),
-        ``"sequential"`` (one oracle call per step, ``N`` rounds: the baseline),
-        ``"assd"`` or ``"block"`` (self-speculative decoding peers).  Default:
-        ``config.method``, which defaults to ``"autospec"``.
-    :param config: :class:`~numpyro_autospec.config.SamplerConfig`, the engine's knobs (none
-        of them changes the law).
-    :param capacity: :class:`~numpyro_autospec.engine.Capacity` of the scheduler.
+    :param model: a NumPyro model with oracle sites (``AnyOrderAR``, ``StochasticLocalization``).
+    :param method: ``"autospec"`` (default), ``"sequential"`` (one oracle call per step: the
+        baseline), ``"assd"`` or ``"block"`` (self-speculative decoding peers).
+    :param config: :class:`~numpyro_autospec.config.SamplerConfig` (no knob changes the law);
+        ``capacity`` the scheduler's :class:`~numpyro_autospec.engine.Capacity`.
     :param validate: probe every oracle against its contract at ``init``.
 
-    Collected fields: ``z`` (the draw) and, by default, ``rounds`` and ``queries`` (they also
-    show up in ``arviz.from_numpyro(mcmc).sample_stats``).  The progress bar shows the last
-    draw's rounds and oracle evaluations beside its number of sampled steps, which is what the
-    sequential sampler spends on both (``"7 rounds, 9 evaluations, 32 steps"``).
+    Collected fields: ``z`` and, by default, ``rounds`` (latency) and ``queries`` (work).
 
     >>> import jax, numpyro
     >>> from numpyro.infer import MCMC
@@ -171,14 +113,10 @@ class AutospecKernel(MCMCKernel):
         self._inspection: tuple[Any, ModelInspection, tuple] | None = None
         self._sample_fn = None
         self._num_steps = 0
-        # the static half of the states' Failure: one object per kernel, so that every state
-        # (initial, after a step, after a restart) has the same pytree structure
         self._failure_reports = FailureReports()
-        #: the warmup's measurement (:class:`~.tuning.Tuning`), ``None`` when warmup did not
-        #: tune (see :meth:`adapt`)
+        #: the warmup's measurement (``Tuning``), ``None`` when warmup did not tune
         self.tuning: Tuning | None = None
 
-    # -- MCMCKernel interface ------------------------------------------------------------
     @property
     def model(self) -> Callable:
         return self._model
@@ -192,8 +130,7 @@ class AutospecKernel(MCMCKernel):
         return ("z", "rounds", "queries")
 
     def get_diagnostics_str(self, state: AutospecState) -> str:
-        """``"R rounds, Q evaluations, S steps"`` for the last draw (the sequential sampler
-        takes ``S`` of both), or ``"warmup (no draws)"`` during warmup."""
+        """``"R rounds, Q evaluations, S steps"`` for the last draw, or ``"warmup (no draws)"``."""
         rounds, queries = int(state.rounds), int(state.queries)
         if queries == 0:
             return "warmup (no draws)" if self._num_steps else "no oracle site"
@@ -204,33 +141,19 @@ class AutospecKernel(MCMCKernel):
         return identity
 
     def inspect(self, model_args=(), model_kwargs=None) -> ModelInspection:
-        """:func:`inspect_model` of this kernel's model, cached per arguments: equal hashable
-        arguments, the same array objects (as NumPyro's ``MCMC`` keys its own caches), so a
-        second ``MCMC.run`` neither inspects nor probes the oracles again (a probe is a
-        compilation)."""
+        """:func:`inspect_model` of the model, cached per arguments (arrays by identity)."""
         model_kwargs = {} if model_kwargs is None else model_kwargs
         key = inspection_key(model_args, model_kwargs)
         cached = self._inspection
         if cached is not None and key is not None and cached[0] == key:
             return cached[1]
         inspection = inspect_model(self._model, model_args, model_kwargs, validate=self._validate)
-        # the arguments are held with the key, so the ids of arrays in the key stay theirs
+        # hold the arguments, so the ids in the key stay theirs
         self._inspection = (key, inspection, (model_args, model_kwargs))
         return inspection
 
     def adapt(self, rng_key, num_warmup: int, model_args, model_kwargs) -> SamplerConfig:
-        """Tune the engine's knobs from the warmup draws (:mod:`~.tuning`), before sampling.
-
-        Called by :meth:`init`.  With ``num_warmup`` draws and a concrete key (one key, or the
-        first of a batch for ``chain_method="vectorized"``), the warmup draws are split
-        between the candidate configurations of :func:`~.tuning.candidate_configs` and the
-        one with the fewest rounds per draw is kept (:func:`~.tuning.tune`; the measurement
-        is in :attr:`tuning`); otherwise (no warmup, ``chain_method="parallel"``, whose keys
-        are traced, or traced model arguments) :attr:`config` is kept.  Every
-        :class:`~numpyro_autospec.config.SamplerConfig` is exact, so tuning never changes the
-        law, only rounds and queries; the chosen configuration is fixed for every sampling
-        iteration.
-        """
+        """The configuration tuned by the warmup draws (none, or traced: :attr:`config`)."""
         self.tuning = None
         key = rng_key if is_prng_key(rng_key) else rng_key[0]
         traced = any(
@@ -249,9 +172,7 @@ class AutospecKernel(MCMCKernel):
         return self.tuning.config
 
     def init(self, rng_key, num_warmup, init_params=None, model_args=(), model_kwargs=None):
-        """Inspect the model (refusing what cannot be drawn exactly) and return the initial
-        state; ``init_params`` is ignored (draws do not depend on the previous state).  A batch
-        of keys (``chain_method="vectorized"``) gives a batch of states."""
+        """Inspect the model and return the initial state (a batch for a batch of keys)."""
         model_kwargs = {} if model_kwargs is None else model_kwargs
         inspection = self.inspect(model_args, model_kwargs)
         self._num_steps = inspection.num_steps

@@ -1,18 +1,6 @@
-r"""What NumPyro's progress bar says while the sampler compiles.
-
-:class:`~numpyro.infer.MCMC` traces and compiles the kernel's step inside the first iteration of
-its progress bar, so that iteration holds the compile time: for the autospeculation engine
-(Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869) seconds, not the
-milliseconds of a draw (``benchmarks/first_draw.py``, docs/benchmarks.md), and a bar reading
-``1/60 [00:18<18:24, 18.73s/it]`` announces an eighteen-minute wait that will not happen.
-
-When :class:`~numpyro_autospec.infer.AutospecKernel`'s step is traced (a compilation
-follows), :func:`announce_compilation` sets the description of the open progress bar to
-``compiling ...``; when the compilation ends (JAX's backend-compile event,
-:mod:`jax.monitoring`), the bar's clock is moved forward by the compile time, so its elapsed
-time and rates count draws only, and one line above the bar says how long the compilation took.
-Without an open bar (``progress_bar=False``) nothing is printed: the announcement goes to the
-``numpyro_autospec.infer._progress`` logger at ``INFO`` level only.
+r"""What NumPyro's progress bar says while the sampler compiles (seconds, for the engine of
+Anari et al., arXiv:2511.07869): :func:`announce_compilation` shows ``compiling ...`` on the open
+bar and, at JAX's backend-compile event, takes the compile time out of the bar's clock.
 """
 
 from __future__ import annotations
@@ -24,20 +12,17 @@ from jax import monitoring
 
 __all__ = ["BACKEND_COMPILE_EVENT", "announce_compilation", "open_progress_bar"]
 
-#: the :mod:`jax.monitoring` event recorded at the end of each XLA compilation
-#: (``jax._src.dispatch.BACKEND_COMPILE_EVENT``), with its duration in seconds
+#: the :mod:`jax.monitoring` event ending each XLA compilation, with its duration in seconds
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 logger = logging.getLogger(__name__)
 
-#: ``(bar, what)`` announced and waiting for the end of their compilation
 _waiting: list[tuple[tqdm.std.tqdm, str]] = []
 _listening: list[bool] = []
 
 
 def open_progress_bar() -> tqdm.std.tqdm | None:
-    """The most recently started open ``tqdm`` bar (NumPyro's while ``MCMC.run`` iterates
-    with ``progress_bar=True``), or ``None``."""
+    """The most recently started open ``tqdm`` bar, or ``None``."""
     bars = [bar for bar in list(getattr(tqdm.std.tqdm, "_instances", ())) if not bar.disable]
     return max(bars, key=lambda bar: bar.start_t, default=None)
 
@@ -57,8 +42,7 @@ def announce_compilation(what: str) -> None:
 
 
 def _compiled(event: str, duration: float, **kwargs) -> None:
-    """:mod:`jax.monitoring` listener: the first compilation after an announcement is the
-    announced one."""
+    """Listener: the first compilation after an announcement is the announced one."""
     if event != BACKEND_COMPILE_EVENT or not _waiting:
         return
     bar, what = _waiting.pop(0)

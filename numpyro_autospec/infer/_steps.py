@@ -1,7 +1,4 @@
-r"""One iteration of :class:`~numpyro_autospec.infer.AutospecKernel`: a fresh exact
-joint draw per chain, either one chain at a time (:func:`autospec_step`) or every chain's draws
-of an oracle site in one shared engine pool (:func:`pooled_autospec_step`).
-"""
+r"""One iteration of ``AutospecKernel``: a fresh exact joint draw per chain."""
 
 from __future__ import annotations
 
@@ -30,29 +27,9 @@ __all__ = ["AutospecState", "autospec_step", "pooled_autospec_step", "skip_warmu
 
 
 class AutospecState(NamedTuple):
-    """State of :class:`AutospecKernel` (one exact draw per iteration).
-
-    :ivar i: iteration counter.
-    :ivar z: the current draw: ``{site: value}`` for every latent and deterministic site.
-    :ivar rounds: int32, rounds of oracle calls of the current draw (summed over oracle sites;
-        for a site drawn several times in a plate, the largest of its draws, which share the
-        scheduler's rounds).
-    :ivar queries: int32, oracle evaluations of the current draw.
-    :ivar rng_key: PRNG key of the next draw.
-    :ivar failure: :class:`~numpyro_autospec._core.failures.Failure`, the first failure of the draws
-        so far, as data (:class:`AutospecKernel` collects it; ``None`` for the bare steps,
-        which raise inside the program); rebuilding a failed state on the host raises the
-        project's exception.
-
-    Example
-    -------
-    >>> import jax, jax.numpy as jnp
-    >>> zero = jnp.zeros((), jnp.int32)
-    >>> state = AutospecState(zero, {"x": jnp.zeros(4, jnp.int32)}, zero, zero,
-    ...                       jax.random.PRNGKey(0))
-    >>> state._fields
-    ('i', 'z', 'rounds', 'queries', 'rng_key', 'failure')
-    """
+    """State of ``AutospecKernel``: iteration ``i``, the draw ``z`` (latent and deterministic
+    sites), its ``rounds`` (summed over oracle sites, the largest over a site's draws) and
+    ``queries``, the next ``rng_key``, and the first ``failure`` as data (``None``: raise)."""
 
     i: Array
     z: dict
@@ -71,22 +48,7 @@ def autospec_step(
     config: SamplerConfig,
     capacity: Capacity | None = None,
 ) -> AutospecState:
-    """One iteration: a fresh exact joint draw, independent of ``state.z``.
-
-    Example: the state after one draw.
-
-    >>> import jax, jax.numpy as jnp, numpyro
-    >>> from numpyro_autospec import AnyOrderAR, SamplerConfig
-    >>> from numpyro_autospec.oracles import CurieWeissOracle
-    >>> def model():
-    ...     numpyro.sample("x", AnyOrderAR(CurieWeissOracle(4, beta=1.0), 4, 2))
-    >>> zero = jnp.zeros((), jnp.int32)
-    >>> state = AutospecState(zero, {"x": jnp.zeros(4, jnp.int32)}, zero, zero,
-    ...                       jax.random.PRNGKey(0))
-    >>> state = autospec_step(state, model, (), {}, config=SamplerConfig(method="sequential"))
-    >>> int(state.i), state.z["x"].shape, int(state.rounds)
-    (1, (4,), 4)
-    """
+    """One iteration: a fresh exact joint draw, independent of ``state.z``."""
     rng_key, key_draw = jax.random.split(state.rng_key)
     draw = draw_model(model, key_draw, model_args, model_kwargs, config=config, capacity=capacity)
     return AutospecState(state.i + 1, draw.z, draw.rounds, draw.queries, rng_key)
@@ -101,22 +63,8 @@ def pooled_autospec_step(
     config: SamplerConfig,
     capacity: Capacity | None = None,
 ) -> AutospecState:
-    """One iteration of a batch of chains (``chain_method="vectorized"``), every chain's draws
-    of an oracle site sharing one engine pool.
-
-    Each chain's draw equals :func:`autospec_step`'s for its key (same site keys, and the
-    engine's draws do not depend on the pool they share).  The difference is how they run:
-    one scheduler over ``chains x draws`` instead of one scheduler per chain vmapped, whose
-    lanes would all wait for the slowest chain's control flow at every step.  It needs the
-    oracle sites to be the same in every chain: no oracle site's distribution may depend on
-    a latent site (``ModelInspection.oracle_parents`` all empty; :class:`AutospecKernel`
-    vmaps :func:`autospec_step` otherwise).
-
-    Three passes: the model is traced per chain (vmapped) with placeholders to learn each
-    oracle site's key; each site is drawn for all chains in one :func:`numpyro_autospec.engine.run`;
-    the model is traced again per chain with those values in place, forward-sampling the
-    other latent sites with the same keys as :func:`autospec_step`.
-    """
+    """:func:`autospec_step` for a batch of chains (same draws), every chain's draws of an
+    oracle site in one engine pool; needs oracle sites that depend on no latent site."""
     split = jax.vmap(jax.random.split)(states.rng_key)
     rng_keys, draw_keys = split[:, 0], split[:, 1]
     num_chains = draw_keys.shape[0]
@@ -153,9 +101,8 @@ def pooled_autospec_step(
 
 
 def skip_warmup(step: Callable, num_warmup: int, batched: bool = False) -> Callable:
-    """``step`` after ``num_warmup`` iterations; before, a no-op that only counts (no draw,
-    no oracle call, the key untouched), so the draws after warmup are those of
-    ``num_warmup=0``."""
+    """``step`` after ``num_warmup`` iterations; before, a no-op that only counts (the key
+    untouched, so the draws after warmup are those of ``num_warmup=0``)."""
     if num_warmup <= 0:
         return step
 

@@ -1,9 +1,5 @@
-r"""The NumPyro distribution of a diffusion's output: :class:`StochasticLocalization`, an
-:class:`~numpyro_autospec.infer.OracleDistribution` whose oracle is a denoiser
-(docs/algorithm.md, section 2b).  :class:`~numpyro_autospec.infer.AutospecKernel`
-draws its sites with the autospeculation engine (Anari et al., *Parallel Sampling via
-Autospeculation*, arXiv:2511.07869, 2025).
-"""
+r"""A diffusion's output as a NumPyro distribution whose oracle is a denoiser (Anari et al.,
+*Parallel Sampling via Autospeculation*, arXiv:2511.07869, 2025; docs/algorithm.md, section 2b)."""
 
 from __future__ import annotations
 
@@ -23,39 +19,26 @@ class StochasticLocalization(OracleDistribution):
     Given a denoiser :math:`f(t, y) = \mathbb{E}[Y \mid tY + W_t = y]` and a grid
     :math:`0 = t_0 < \dots < t_N`, a draw runs the Euler-Maruyama chain
     :math:`y_{k+1} = y_k + h_k f(t_k, y_k) + \sqrt{h_k}\,\xi_k` from :math:`y_0 = 0` and returns
-    :math:`f(t_N, y_N)` (docs/algorithm.md, section 2b;
-    :class:`~numpyro_autospec.processes.DiffusionProcess`).  As the grid refines and
-    :math:`t_N \to \infty` this law tends to the law of :math:`Y`; autospeculation samples the
-    chain on the given grid exactly.
-
-    ``log_prob`` raises :class:`NotImplementedError`: the output is the image of a Gaussian
-    path under the nonlinear denoiser, a law without a tractable density (for a finite point
-    cloud it is not even absolutely continuous in the limit).
+    :math:`f(t_N, y_N)` (:class:`~numpyro_autospec.processes.DiffusionProcess`), which tends to
+    the law of :math:`Y` as the grid refines and :math:`t_N \to \infty`.  ``log_prob`` raises
+    :class:`NotImplementedError` (no tractable density).
 
     :param denoiser: JAX-traceable ``(t: float32[], y: float32[d]) -> float32[d]``.
     :param dim: :math:`d`.
     :param times: strictly increasing grid starting at 0; only its length is static (the
-        values may be traced: a model argument under ``jit``, or computed in the model).
-    :param speculation_variance: ``None`` (default) for the paper's speculation, which
-        freezes the drift over a block; a variance :math:`s^2 > 0` (may be traced) for the
-        *linear-response* speculation, exact for :math:`Y \sim \mathcal N(\mu, s^2 I)` and
-        far fewer rounds when the target is a mixture of components of about that variance;
-        ``"posterior"`` for the response of the posterior covariance itself, read from the
-        denoiser's Jacobian at each block's start (exact for any Gaussian; no variance to
-        know; each query costs the Jacobian and its eigendecomposition)
-        (:class:`~numpyro_autospec.processes.DiffusionProcess`,
-        docs/diffusion.md).  It changes the rounds, never the law.
-    :param posterior_rank: with ``"posterior"`` only: ``None`` (default) for the whole
-        Jacobian, an integer :math:`r < d` for a rank-:math:`r` estimate of the posterior
-        covariance and an isotropic rest (:math:`3r` forward-mode passes per query instead of
-        :math:`d`), for denoisers of large :math:`d`.
+        values may be traced).
+    :param speculation_variance: ``None`` (default): the paper's speculation (drift frozen
+        over a block); a variance :math:`s^2 > 0`: *linear-response* speculation, exact for
+        :math:`Y \sim \mathcal N(\mu, s^2 I)`; ``"posterior"``: the response of the posterior
+        covariance from the denoiser's Jacobian (docs/diffusion.md).  Never changes the law.
+    :param posterior_rank: with ``"posterior"``: ``None`` (default) for the whole Jacobian, or
+        :math:`r < d` for a rank-:math:`r` estimate (:math:`3r` passes per query, not :math:`d`).
     :param validate_args: NumPyro's flag.
 
     >>> import jax, jax.numpy as jnp
     >>> from numpyro_autospec.denoisers import PointCloudDenoiser
     >>> from numpyro_autospec.processes._time_grids import uniform_times
-    >>> points = jnp.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
-    >>> denoiser = PointCloudDenoiser(points)
+    >>> denoiser = PointCloudDenoiser(jnp.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]))
     >>> d = StochasticLocalization(denoiser, dim=2, times=uniform_times(32, 100.0))
     >>> d.sample(jax.random.PRNGKey(0), (4,)).shape
     (4, 2)
@@ -86,8 +69,7 @@ class StochasticLocalization(OracleDistribution):
         check_denoiser_signature(denoiser, d)
         self.denoiser = denoiser
         self.dim = d
-        #: ``speculation_variance="posterior"`` and its rank (static: they change the answers'
-        #: shape)
+        #: ``speculation_variance="posterior"`` and its rank (static: they change shapes)
         self.posterior_response = is_posterior(speculation_variance)
         self.posterior_rank = check_posterior_rank(posterior_rank, speculation_variance, d)
         self.speculation_variance = (

@@ -1,23 +1,7 @@
-r"""Warmup that tunes the speculation: :class:`AutospecKernel`'s ``num_warmup`` draws choose the
-engine's knobs, which are then frozen for sampling.
-
-Every :class:`~numpyro_autospec.config.SamplerConfig` is an exact sampler (Anari et al.,
-*Parallel Sampling via Autospeculation*, arXiv:2511.07869; docs/algorithm.md): the knobs only
-trade rounds against queries.  Warmup therefore spends its draws measuring, not adapting a
-chain: the warmup draws are split evenly between a few candidate configurations
-(:func:`candidate_configs`: the user's configuration and variants of the initial window, the
-window growth, the fallback threshold and the recursion block size), each candidate draws its
-share in one engine pool, and the candidate with the fewest mean rounds per draw wins when it
-beats the user's configuration by more than :data:`MARGIN` standard errors (ties and noise keep
-the user's configuration).  The chosen configuration is fixed before the first sampling
-iteration, so the draws after warmup are exact draws of the model (the warmup draws are
-discarded, as with any MCMC warmup).
-
-Why measure, not trace the knobs: the knobs are *static* (they size the engine's buffers and
-depth tables), so each candidate is one compilation; the candidates are few (at most four)
-and a tuning run costs about as much as the compilations of the sampling program itself.  The
-warmup draws use keys folded from the chain's key (:data:`WARMUP_STREAM`), never the keys of
-the sampling iterations.
+r"""Warmup that tunes the speculation: every ``SamplerConfig`` is exact (Anari et al., *Parallel
+Sampling via Autospeculation*, arXiv:2511.07869), so ``AutospecKernel``'s warmup draws measure a
+few candidate configurations (:func:`candidate_configs`) and keep the one with the fewest mean
+rounds per draw if it beats the user's by more than :data:`MARGIN` standard errors.
 """
 
 from __future__ import annotations
@@ -48,28 +32,20 @@ __all__ = [
 ]
 
 MARGIN = 2.0
-"""A candidate replaces the user's configuration only when its mean rounds per draw are lower
-by more than this many standard errors of the difference."""
+"""Standard errors by which a candidate must beat the user's mean rounds per draw."""
 
 MAX_DRAWS_PER_CANDIDATE = 128
 """Warmup draws measured per candidate (more warmup iterations are not drawn)."""
 
 MIN_DRAWS_PER_CANDIDATE = 16
-"""Fewer warmup draws per candidate than this: no tuning (a handful of draws cannot show a
-difference of two standard errors, and each candidate costs a compilation)."""
+"""Fewer warmup draws per candidate than this: no tuning."""
 
 WARMUP_STREAM = 0x7E57
 """The warmup draws' keys are ``split(fold_in(key, WARMUP_STREAM), draws)``."""
 
 
 class Candidate(NamedTuple):
-    """One candidate configuration and what its warmup draws cost.
-
-    :ivar name: a short label (``"given"``, ``"wide"``, ``"cautious"``, ``"paper"``).
-    :ivar config: the configuration.
-    :ivar rounds: rounds of each warmup draw.
-    :ivar queries: queries of each warmup draw.
-    """
+    """A candidate configuration and the ``rounds`` and ``queries`` of its warmup draws."""
 
     name: str
     config: SamplerConfig
@@ -89,8 +65,7 @@ class Candidate(NamedTuple):
 
 
 class Tuning(NamedTuple):
-    """Result of :func:`tune`: the chosen configuration and every candidate's measurement
-    (the first candidate is the user's configuration)."""
+    """Result of :func:`tune`: the chosen configuration and every candidate's measurement."""
 
     config: SamplerConfig
     chosen: str
@@ -111,24 +86,12 @@ class Tuning(NamedTuple):
 def candidate_configs(
     config: SamplerConfig, num_steps: int
 ) -> tuple[tuple[str, SamplerConfig], ...]:
-    r"""The configurations warmup compares for a process of ``num_steps`` steps, the user's
-    first; all exact.
-
-    For ``method="autospec"`` (sizes in units of :math:`s = \sqrt N`; the defaults are a first
-    window of :math:`4s`, growth 8, fallback threshold :math:`s/4`, recursion blocks of
-    :math:`s/2`):
-
-    * ``"wide"``: a first window of the whole sequence and growth 16, for near-product targets
-      on which verification keeps long prefixes (one window can finish a draw);
-    * ``"cautious"``: a first window of :math:`s`, growth 4, fallback after windows that
-      advanced fewer than :math:`s/2` steps into recursion blocks of :math:`s`, for targets on
-      which windows keep little and the recursion should take over early;
-    * ``"paper"``: the paper's recursion alone in root blocks of :math:`8s` with residual
-      growth :math:`\rho = 3` (its best setting in ``docs/benchmarks.md``).
-
-    For ``"assd"`` and ``"block"``: windows of :math:`s` (``"narrow"``) and :math:`N`
-    (``"wide"``).  ``"sequential"`` has nothing to tune.  Only knobs the user left at their
-    defaults are varied: a knob set by the user is kept in every candidate.
+    r"""The configurations warmup compares for ``num_steps`` steps, the user's (``"given"``)
+    first, varying only knobs left at their defaults.  With :math:`s = \sqrt N`, for
+    ``"autospec"``: ``"wide"`` (first window :math:`N`, growth 16), ``"cautious"`` (window
+    :math:`s`, growth 4, fallback below :math:`s/2` into blocks of :math:`s`) and ``"paper"``
+    (recursion alone, root blocks :math:`8s`, :math:`\rho = 3`); for ``"assd"`` and ``"block"``:
+    windows of :math:`s` (``"narrow"``) and :math:`N` (``"wide"``).
     """
     n = max(1, int(num_steps))
 
@@ -161,9 +124,8 @@ def warmup_keys(rng_key, num_draws: int):
 
 
 def choose(candidates: Sequence[Candidate], margin: float = MARGIN) -> Candidate:
-    """The candidate with the fewest mean rounds, if it beats the first (the user's
-    configuration) by more than ``margin`` standard errors of the difference; else the
-    first.  Ties in rounds are broken by mean queries."""
+    """The candidate with the fewest mean rounds (then queries) if it beats the first by more
+    than ``margin`` standard errors of the difference, else the first."""
     given = candidates[0]
     best = min(candidates, key=lambda c: (c.mean_rounds, float(np.mean(c.queries))))
     if best is given:
@@ -179,18 +141,8 @@ def tune(
     rng_key,
     num_warmup: int,
 ) -> Tuning:
-    """Choose a configuration from ``num_warmup`` warmup draws.
-
-    :param measure: ``measure(config, keys) -> (rounds, queries)`` per draw, one draw per key
-        (:class:`AutospecKernel` draws the model; the benchmark draws one process).
-    :param config: the user's configuration (candidate ``"given"``).
-    :param num_steps: the number of steps the sizes of the candidates refer to (the largest
-        oracle site of the model).
-    :param rng_key: the chain's key (the warmup draws use their own stream, :func:`warmup_keys`).
-    :param num_warmup: warmup draws, split evenly between the candidates (at most
-        :data:`MAX_DRAWS_PER_CANDIDATE` each); fewer than :data:`MIN_DRAWS_PER_CANDIDATE` per
-        candidate: no tuning.
-    """
+    """Choose a configuration from ``num_warmup`` warmup draws split between the candidates;
+    ``measure(config, keys) -> (rounds, queries)`` draws once per key."""
     options = [(name, option.validate()) for name, option in candidate_configs(config, num_steps)]
     per_candidate = min(int(num_warmup) // len(options), MAX_DRAWS_PER_CANDIDATE)
     if len(options) == 1 or per_candidate < MIN_DRAWS_PER_CANDIDATE:
@@ -213,12 +165,7 @@ def measure_model(
     config: SamplerConfig,
     keys: jax.Array,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(rounds, queries)`` of one joint draw of ``model`` per key under ``config``, every
-    draw of an oracle site in one engine pool (as ``chain_method="vectorized"``).
-
-    :param inspection: the model's :class:`~numpyro_autospec.infer.ModelInspection`.
-    :raises OracleError: a defective oracle answer found inside the compiled program.
-    """
+    """``(rounds, queries)`` of one pooled joint draw of ``model`` per key under ``config``."""
     num_draws = keys.shape[0]
     zero = jnp.zeros(num_draws, jnp.int32)
     z = {

@@ -1,32 +1,21 @@
 """Learned oracles and denoisers: the shells that make a trained network something to sample.
 
-Exact oracles (:mod:`numpyro_autospec.oracles`) are for testing and teaching; a *learned*
-oracle is a network trained on data to answer every query
-``log_marginals(x, mask) -> [n, q]``.  Its conditionals come from no single joint law, so the
-sampler draws exactly from the law of sequential any-order sampling with the same order,
-:math:`\\prod_k p(x_{\\sigma(k)} \\mid x_{\\sigma(<k)})` (docs/algorithm.md section 2a;
-Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869).
+A *learned* oracle is a network trained to answer every query ``log_marginals(x, mask) ->
+[n, q]``.  Its conditionals come from no single joint law, so the samplers draw exactly from
+the law of sequential any-order sampling along the same order,
+:math:`\\prod_k p(x_{\\sigma(k)} \\mid x_{\\sigma(<k)})` (Anari et al., *Parallel Sampling via
+Autospeculation*, arXiv:2511.07869, section 2a of docs/algorithm.md).
 
 * :class:`MaskedMLP` -- a BERT/MADE-style any-order network (an ``equinox.Module``);
 * :class:`LearnedOracle` -- the shell that makes a network an
-  :class:`~numpyro_autospec.oracles.AnyOrderOracle` (``AnyOrderAR``, ``AutospecKernel``, the
-  engine);
-* :class:`TransformerOracle` -- an order-aware two-stream transformer (sigma-GPT / XLNet style),
-  an oracle of the *block form*: one forward pass gives the conditionals of every site of an
-  ordered block given its prefix (``scores_blocks = True``, ``depends_on_order = True``);
-  :func:`kv_cached_sequential_run` is its sequential sampler with cached keys and values (the
-  baseline at its best);
-* :func:`random_order_law` enumerates the law the samplers draw from on small spaces
-  (docs/learned.md, docs/bring_your_own_network.md);
-* :class:`LearnedDenoiser` -- a time-conditioned MLP denoiser for stochastic localization
-  (the oracle of :class:`~numpyro_autospec.StochasticLocalization`).
+  :class:`~numpyro_autospec.oracles.AnyOrderOracle`;
+* :class:`TransformerOracle` -- an order-aware two-stream transformer, an oracle of the *block
+  form*; :func:`kv_cached_sequential_run` is its sequential sampler with cached keys and values;
+* :func:`random_order_law` enumerates the law the samplers draw from on small spaces;
+* :class:`LearnedDenoiser` -- a time-conditioned MLP denoiser for stochastic localization.
 
-Training is not part of the library: the examples' recipes (``examples/support/``: the
-any-order objective, the transformer's and the denoiser's training loops, checkpoints, a text
-corpus) are one way to get weights; any network with the right signature samples the same.
-
-Equinox and Optax are optional dependencies: ``pip install "numpyro-autospec[learned]"``.
-Importing :mod:`numpyro_autospec` or :mod:`numpyro_autospec.oracles` never imports them.
+Training is not part of the library (``examples/support/`` has recipes).  Equinox and Optax are
+optional: ``pip install "numpyro-autospec[learned]"``.
 """
 
 try:

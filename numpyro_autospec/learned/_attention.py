@@ -1,33 +1,23 @@
-r"""Order-aware two-stream attention: the building block of :class:`TransformerOracle`.
+r"""Order-aware two-stream attention (XLNet, Yang et al. 2019; sigma-GPT, Pannatier et al. 2024).
 
-An XLNet-style two-stream layer (Yang et al., 2019; sigma-GPT, Pannatier et al., 2024) keeps two
-sequences of hidden vectors for an order given by its inverse ``ranks`` (``ranks[order[k]] =
-k``):
-
-* the **content stream** :math:`h_i`, one vector per site :math:`i` plus a learned *start*
-  token :math:`h_\varnothing`; it carries the value :math:`x_i`;
-* the **query stream** :math:`g_j`, one vector per requested pair (site :math:`s_j`, prefix
-  length :math:`\ell_j`); it carries the site's position but never its value.
-
-With pre-layer-norm attention :math:`A` and MLP :math:`F` (weights shared by both streams),
-and a learned bias :math:`b_h(i - i')` per head on the attention score of a token at site
-:math:`i` for a key at site :math:`i'` (a relative-position bias initialised as ALiBi, Press et
-al. 2022, :math:`b_h(\delta) = -2^{-8(h+1)/H} |\delta|`: a locality prior that text needs),
+For an order with inverse ``ranks`` :math:`r` (``ranks[order[k]] = k``) a layer keeps the
+**content stream** :math:`h_i` (one vector per site, carrying :math:`x_i`, plus a learned start
+token :math:`h_\varnothing`) and the **query stream** :math:`g_j` (one vector per requested
+pair (site :math:`s_j`, prefix length :math:`\ell_j`), never carrying :math:`x_{s_j}`).  With
+pre-layer-norm attention :math:`A` and MLP :math:`F` shared by both streams, and a learned
+relative-position bias per head (initialised as ALiBi, :math:`b_h(\delta) = -2^{-8(h+1)/H}
+|\delta|`),
 
 .. math::
 
     h_i' &= h_i + A\big(h_i;\ \{h_\varnothing\} \cup \{h_{i'} : r_{i'} \le r_i\}\big),
     \qquad h_i'' = h_i' + F(h_i'),\\
     g_j' &= g_j + A\big(g_j;\ \{h_\varnothing\} \cup \{h_i : r_i < \ell_j\}\big),
-    \qquad g_j'' = g_j' + F(g_j'),
+    \qquad g_j'' = g_j' + F(g_j').
 
-:math:`r = ` ``ranks``.  By induction over layers, :math:`h_i` depends on :math:`x` only
-through the sites of rank :math:`\le r_i` and :math:`g_j` only through the sites of rank
-:math:`< \ell_j`: row :math:`j` is a function of the prefix of length :math:`\ell_j` (its values
-and their order) and of the site :math:`s_j`, never of the values outside the prefix.  The start
-token makes an empty prefix a valid query (every query attends at least one key).  This is what
-the block form of the oracle protocol asks (docs/algorithm.md, section 2a; Anari et al.,
-*Parallel Sampling via Autospeculation*, arXiv:2511.07869).
+By induction over layers, row :math:`j` depends on :math:`x` only through the prefix of length
+:math:`\ell_j`: the block form of the oracle protocol (section 2a of docs/algorithm.md; Anari et
+al., arXiv:2511.07869).
 """
 
 from __future__ import annotations
@@ -43,11 +33,8 @@ __all__ = ["TwoStreamLayer", "content_mask", "content_offsets", "query_mask", "q
 
 
 def content_mask(ranks: Array) -> Array:
-    r"""``bool[n + 1, n + 1]``: which content tokens each content token attends.
-
-    Token 0 is the start token; token :math:`1 + i` is site :math:`i`.  The start token attends
-    itself only; site :math:`i` attends the start token and every site :math:`i'` with
-    :math:`r_{i'} \le r_i` (itself included).
+    r"""``bool[n + 1, n + 1]``: token 0 (start) attends itself; token :math:`1 + i` attends the
+    start token and the sites of rank :math:`\le r_i`.
 
     >>> import jax.numpy as jnp
     >>> content_mask(jnp.array([1, 0])).astype(int).tolist()
@@ -63,7 +50,7 @@ def content_mask(ranks: Array) -> Array:
 
 def query_mask(ranks: Array, prefix_lengths: Array) -> Array:
     r"""``bool[L, n + 1]``: query :math:`j` attends the start token and the sites of rank
-    :math:`< \ell_j` (the prefix of length :math:`\ell_j` of the order).
+    :math:`< \ell_j`.
 
     >>> import jax.numpy as jnp
     >>> query_mask(jnp.array([1, 0]), jnp.array([0, 1, 2])).astype(int).tolist()
@@ -91,23 +78,8 @@ def query_offsets(num_positions: int, sites: Array) -> Array:
 
 
 class TwoStreamLayer(eqx.Module):
-    """One pre-layer-norm transformer layer applied to both streams with shared weights.
-
-    :param model_size: width :math:`d` of the hidden vectors.
-    :param num_heads: attention heads (``model_size`` must be a multiple).
-    :param num_positions: :math:`n` (the span of the relative-position bias).
-    :param mlp_ratio: the MLP's hidden width is ``mlp_ratio * model_size``.
-    :param key: PRNG key for the initialisation.
-
-    >>> import jax, jax.numpy as jnp
-    >>> layer = TwoStreamLayer(8, 2, 3, key=jax.random.PRNGKey(0))
-    >>> ranks, sites = jnp.array([2, 0, 1]), jnp.array([0, 1, 2, 0, 1])
-    >>> content, queries = layer(jnp.ones((4, 8)), jnp.ones((5, 8)),
-    ...                          content_mask(ranks), query_mask(ranks, jnp.arange(5) % 4),
-    ...                          content_offsets(3), query_offsets(3, sites))
-    >>> content.shape, queries.shape
-    ((4, 8), (5, 8))
-    """
+    """One pre-layer-norm transformer layer applied to both streams with shared weights
+    (``model_size`` :math:`d` a multiple of ``num_heads``; MLP width ``mlp_ratio * d``)."""
 
     query_projection: eqx.nn.Linear
     key_projection: eqx.nn.Linear
@@ -148,19 +120,17 @@ class TwoStreamLayer(eqx.Module):
         return projected.reshape(tokens.shape[0], self.num_heads, -1)
 
     def project_keys(self, keys: Array) -> tuple[Array, Array]:
-        """``(K, V)``, each ``[S, H, d / H]``: the attention keys and values of the tokens
-        ``keys [S, d]`` (layer-normed, projected, split into heads).  A key-value cache holds
-        these (:mod:`numpyro_autospec.learned._kv_cache`)."""
+        """``(K, V)``, each ``[S, H, d / H]``: the projected keys and values of ``keys [S, d]``
+        (what the key-value cache holds)."""
         normed = jax.vmap(self.attention_norm)(keys)
         return self._heads(self.key_projection, normed), self._heads(self.value_projection, normed)
 
     def attend_projected(
         self, queries: Array, keys: Array, values: Array, mask: Array, offsets: Array
     ) -> Array:
-        """``queries [T, d]`` updated by multi-head scaled dot-product attention over projected
-        ``keys`` and ``values`` (:meth:`project_keys`, ``[S, H, d / H]``), softmax over the keys
-        allowed by ``mask [T, S]`` (every row must allow one: the start token), with the
-        relative-position bias of ``offsets [T, S]``, then by the MLP (both residual)."""
+        """``queries [T, d]`` updated by attention over projected ``keys``, ``values``
+        (:meth:`project_keys`) where ``mask [T, S]``, bias indices ``offsets [T, S]``, then by
+        the MLP (both residual)."""
         q = self._heads(self.query_projection, jax.vmap(self.attention_norm)(queries))
         scores = jnp.einsum("thc,shc->hts", q, keys) / jnp.sqrt(q.shape[-1]).astype(q.dtype)
         bias = jnp.where(offsets[None] >= 0, self.position_bias[:, jnp.maximum(offsets, 0)], 0.0)
@@ -171,8 +141,7 @@ class TwoStreamLayer(eqx.Module):
         return hidden + jax.vmap(self._mlp)(hidden)
 
     def attend(self, queries: Array, keys: Array, mask: Array, offsets: Array) -> Array:
-        """``queries [T, d]`` updated by attention over ``keys [S, d]`` where ``mask [T, S]``
-        (relative-position bias indices ``offsets [T, S]``), then by the MLP (both residual)."""
+        """:meth:`attend_projected` with unprojected ``keys [S, d]``."""
         return self.attend_projected(queries, *self.project_keys(keys), mask, offsets)
 
     def __call__(
@@ -184,8 +153,7 @@ class TwoStreamLayer(eqx.Module):
         content_offsets: Array,
         query_offsets: Array,
     ) -> tuple[Array, Array]:
-        """Both streams one layer up: ``(content [n + 1, d], queries [L, d])``; the query
-        stream reads the content stream *before* this layer's update (two-stream rule)."""
+        """Both streams one layer up; the queries read the content *before* this update."""
         new_content = self.attend(content, content, content_attends, content_offsets)
         new_queries = self.attend(queries, content, queries_attend, query_offsets)
         return new_content, new_queries

@@ -1,26 +1,19 @@
 r"""A learned, time-conditioned denoiser for stochastic localization.
 
-The oracle of the diffusion process (docs/algorithm.md, section 2b; Anari et al., *Parallel
-Sampling via Autospeculation*, arXiv:2511.07869) is the denoiser
-:math:`f(t, y) = \mathbb{E}[Y \mid tY + W_t = y]` (:mod:`numpyro_autospec.denoisers._base`).  For
-data known only through samples it is learned: :class:`LearnedDenoiser` is a small MLP
-conditioned on :math:`t`, written around the denoiser of a Gaussian proxy of the data.
+The oracle of the diffusion process (section 2b of docs/algorithm.md; Anari et al., *Parallel
+Sampling via Autospeculation*, arXiv:2511.07869) is :math:`f(t, y) = \mathbb{E}[Y \mid tY + W_t
+= y]`; for data known only through samples it is learned around a Gaussian proxy.
 
 **Gaussian proxy.**  With :math:`Y_i \sim \mathcal{N}(m_i, s_i^2)` independent (``data_mean``
-:math:`m`, ``data_scale`` :math:`s`: the per-coordinate mean and standard deviation of the
-training data), the posterior given :math:`y = tY + W_t` is Gaussian with
+:math:`m`, ``data_scale`` :math:`s`, per coordinate of the training data),
 
 .. math::
 
     \mathbb{E}[Y_i \mid y] = m_i + s_i u_i, \quad
     u_i = \frac{s_i (y_i - t m_i)}{1 + s_i^2 t}, \qquad
-    \operatorname{sd}(Y_i \mid y) = \sigma_i(t) = \frac{s_i}{\sqrt{1 + s_i^2 t}}.
+    \operatorname{sd}(Y_i \mid y) = \sigma_i(t) = \frac{s_i}{\sqrt{1 + s_i^2 t}},
 
-:math:`u` is the *normalized observation*: :math:`\operatorname{Var} u_i = s_i^2 t / (1 + s_i^2
-t) < 1` under the proxy, with no division by :math:`t`, so it is well scaled at every time and
-exactly 0 at :math:`t = 0`, :math:`y = 0`.
-
-**Network** (preconditioning in the manner of Karras et al., 2022, "EDM"):
+:math:`u` the *normalized observation*.  **Network** (preconditioned as in Karras et al., 2022):
 
 .. math::
 
@@ -28,24 +21,10 @@ exactly 0 at :math:`t = 0`, :math:`y = 0`.
         \operatorname{MLP}_\theta\big(u,\ \sin(\omega r),\ \cos(\omega r)\big),
     \qquad r = \log(1 + \bar s^2 t),
 
-where :math:`\bar s^2` is the mean of :math:`s_i^2` (so :math:`r` is the coordinate in which
-:func:`~numpyro_autospec.processes.default_times` is uniform, with the data's own
-variance) and :math:`\omega` are ``num_frequencies`` geometric frequencies from
-:math:`2^{-3}` to :math:`2^{3}`.  The MLP's output is the error of the Gaussian proxy in units
-of its posterior standard deviation, a unit-scale target at every :math:`t`; with the MLP at
-zero the network *is* the Gaussian proxy's exact denoiser, and a coordinate that never varies
-in the data (:math:`s_i = 0`: the blank corners of the digits) is denoised exactly to
-:math:`m_i`.  The examples' :mod:`support.denoiser_training` fits :math:`\theta` by
-denoising regression.
-
-The network is an ``equinox.Module``: a pytree whose leaves are its weights, ``data_mean`` and
-``data_scale`` (all data, so a sampler may take them traced, docs/algorithm.md section 2b), its
-sizes static.  It satisfies the :class:`~numpyro_autospec.denoisers.Denoiser` protocol, so
-``StochasticLocalization(denoiser, dim=denoiser.dim, times=...)``, ``AutospecKernel``, the
-engine and :func:`~numpyro_autospec.denoisers.validate_denoiser` take it as they take the exact
-point-cloud denoiser.  Sampling it draws exactly the law of the Euler-Maruyama chain *of the
-network* on the grid: the exactness of autospeculation is relative to the oracle, learned or
-not.
+with :math:`\bar s^2` the mean of :math:`s_i^2` and :math:`\omega` ``num_frequencies``
+geometric frequencies from :math:`2^{-3}` to :math:`2^{3}`.  With the MLP at zero the network is
+the proxy's exact denoiser; a constant coordinate (:math:`s_i = 0`) is denoised exactly to
+:math:`m_i`.  Sampling draws exactly the law of the Euler-Maruyama chain *of the network*.
 """
 
 from __future__ import annotations
@@ -70,17 +49,8 @@ _HIGHEST_FREQUENCY_EXPONENT = 3.0
 
 
 def data_statistics(data: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-    r"""``(data_mean, data_scale)``: the per-coordinate mean :math:`m` and standard deviation
-    :math:`s` of concrete training data ``float[N, d]`` (float32 numpy), the Gaussian proxy of
-    :class:`LearnedDenoiser`.
-
-    :raises DenoiserError: for data that is not a finite real ``[N >= 2, d]`` array, naming
-        the shape or the first non-finite entry.
-
-    >>> mean, scale = data_statistics([[0.0, 1.0], [2.0, 1.0]])
-    >>> mean.tolist(), scale.tolist()
-    ([1.0, 1.0], [1.0, 0.0])
-    """
+    r"""``(data_mean, data_scale)``: per-coordinate mean and standard deviation of concrete
+    data ``float[N >= 2, d]`` (float32 numpy); ``DenoiserError`` for bad data."""
     if isinstance(data, jax.core.Tracer):
         raise DenoiserError("data_statistics: data must be concrete (numpy or JAX), not traced")
     array = np.asarray(data)
@@ -97,10 +67,9 @@ class LearnedDenoiser(eqx.Module):
     r"""A time-conditioned MLP denoiser ``(t: float32[], y: float32[d]) -> float32[d]``.
 
     :math:`f_\theta(t, y) = m + s \odot u + \sigma(t) \odot \operatorname{MLP}_\theta(u,
-    \sin \omega r, \cos \omega r)` (module docstring): ``depth`` hidden layers of
-    ``hidden_size`` units with activation ``activation``, input the normalized observation
-    :math:`u` and ``2 * num_frequencies`` time features, output :math:`d` units.  The last
-    layer starts at zero, so an untrained network is the Gaussian proxy's exact denoiser.
+    \sin \omega r, \cos \omega r)` (module docstring).  The last layer starts at zero, so an
+    untrained network is the Gaussian proxy's exact denoiser.  An ``equinox.Module`` satisfying
+    the :class:`~numpyro_autospec.denoisers.Denoiser` protocol.
 
     :param dim: :math:`d`.
     :param data_mean: :math:`m`, ``float[d]``, finite (may be traced).
@@ -111,8 +80,8 @@ class LearnedDenoiser(eqx.Module):
     :param num_frequencies: sinusoidal time frequencies.
     :param activation: elementwise JAX function.
     :param key: PRNG key of the initial weights.
-    :raises DenoiserError: for a bad size or a ``data_mean`` / ``data_scale`` of the wrong
-        shape, non-finite or (scale) negative, naming the parameter and the first bad entry.
+    :raises DenoiserError: for a bad size, or a ``data_mean`` / ``data_scale`` of the wrong
+        shape, non-finite or (scale) negative.
 
     >>> import jax, jax.numpy as jnp
     >>> from numpyro_autospec.denoisers import Denoiser, validate_denoiser
@@ -192,8 +161,7 @@ class LearnedDenoiser(eqx.Module):
         return t, y
 
     def time_features(self, t: ArrayLike) -> Array:
-        r""":math:`[\sin \omega r, \cos \omega r]`, :math:`r = \log(1 + \bar s^2 t)`,
-        ``float32[2 * num_frequencies]``."""
+        r""":math:`[\sin \omega r, \cos \omega r]`, ``float32[2 * num_frequencies]``."""
         mean_variance = jnp.mean(self.data_scale**2)
         r = jnp.log1p(mean_variance * jnp.asarray(t, jnp.float32))
         exponents = jnp.linspace(
@@ -203,9 +171,7 @@ class LearnedDenoiser(eqx.Module):
         return jnp.concatenate([jnp.sin(phases), jnp.cos(phases)])
 
     def proxy(self, t: ArrayLike, y: ArrayLike) -> tuple[Array, Array, Array]:
-        r"""``(u, proxy_mean, proxy_sd)``: the normalized observation :math:`u`, the Gaussian
-        proxy's posterior mean :math:`m + s \odot u` and standard deviation :math:`\sigma(t)`,
-        each ``float32[d]``."""
+        r"""``(u, proxy_mean, proxy_sd)``: :math:`u`, :math:`m + s \odot u`, :math:`\sigma(t)`."""
         t, y = self._check(t, y)
         variance_factor = 1.0 + self.data_scale**2 * t
         u = self.data_scale * (y - t * self.data_mean) / variance_factor
@@ -216,8 +182,7 @@ class LearnedDenoiser(eqx.Module):
         )
 
     def correction(self, t: ArrayLike, u: Array) -> Array:
-        r""":math:`\operatorname{MLP}_\theta(u, \sin \omega r, \cos \omega r)`, ``float32[d]``:
-        the proxy's error in units of :math:`\sigma(t)`."""
+        r""":math:`\operatorname{MLP}_\theta(u, \sin \omega r, \cos \omega r)`, ``float32[d]``."""
         hidden = jnp.concatenate([u, self.time_features(t)])
         return mlp_forward(self.layers, self.activation, hidden)
 

@@ -1,30 +1,12 @@
 r"""Sequential sampling of a :class:`TransformerOracle` with cached keys and values.
 
-The baseline at its best.  In the two-stream transformer
-(:mod:`numpyro_autospec.learned._attention`) the content vector :math:`h_i^{(l)}` of the site
-:math:`i` at order position :math:`r_i` is a function of the sites of rank :math:`\le r_i` only,
-and the query vector of a site given the prefix of length :math:`\ell` reads the content
-vectors of the sites of rank :math:`< \ell`.  Along a fixed order :math:`\sigma` the content
-vectors of the sites already drawn therefore never change, and step :math:`k` of sequential
-sampling needs
-
-1. one query-stream row: site :math:`\sigma(k)` attending, in each layer :math:`l`, the cached
-   keys and values :math:`(K^{(l)}, V^{(l)})` of the start token and of
-   :math:`\sigma(0), \dots, \sigma(k-1)`; its readout is :math:`\log p_\theta(X_{\sigma(k)} =
-   \cdot \mid x_{\sigma(<k)})`, the row ``log_conditionals`` gives;
-2. after the draw of :math:`x_{\sigma(k)}`, one content-stream row: the new site's keys and
-   values appended to the cache in every layer (one row per layer), its content vector
-   attending the cache and itself.
-
-That is :math:`O(n d)` per layer and step instead of a full forward pass (:math:`O(n^2 d + n
-d^2)`); a draw costs one forward pass of the content stream over the observed prefix (the
-*prefill*) and one incremental step per free site.  The law is the law of sequential sampling
-along the same random order, :math:`\mathbb{E}_\sigma \prod_k p_\theta(x_{\sigma(k)} \mid
-x_{\sigma(<k)})`, the law ``AnyOrderAR`` and the autospeculative engine draw from
-(docs/algorithm.md, section 2a; Anari et al., *Parallel Sampling via Autospeculation*,
-arXiv:2511.07869): :func:`kv_cached_sequential_run` uses the keys of
-:func:`numpyro_autospec.engine.sequential_run`, so its draws equal that sampler's, key for
-key, up to floating-point rounding of the conditionals.
+The baseline at its best.  Along a fixed order :math:`\sigma` the content vectors of the sites
+already drawn never change, so step :math:`k` needs one query-stream row over the cached keys
+and values (:math:`\log p_\theta(X_{\sigma(k)} = \cdot \mid x_{\sigma(<k)})`) and, after the
+draw, one content-stream row appended to the cache: :math:`O(n d)` per layer and step instead
+of a forward pass.  The keys are those of :func:`numpyro_autospec.engine.sequential_run`, so
+the draws equal that sampler's, from the law of sequential sampling along a random order
+(section 2a of docs/algorithm.md; Anari et al., arXiv:2511.07869).
 """
 
 from __future__ import annotations
@@ -53,22 +35,8 @@ __all__ = [
 
 
 class TransformerCache(NamedTuple):
-    """The content stream of a prefix, as the attention layers read it.
-
-    ``keys[l]``, ``values[l]`` (``float32[num_layers, n + 1, H, d / H]``) are layer ``l``'s
-    projected keys and values of the start token (row 0) and of each site ``i`` (row ``1 + i``);
-    ``filled`` (``bool[n + 1]``) marks the rows of the prefix (the start token always).
-
-    Example
-    -------
-    >>> import jax, jax.numpy as jnp
-    >>> from numpyro_autospec.learned import TransformerOracle
-    >>> oracle = TransformerOracle(4, 3, model_size=8, num_layers=2, num_heads=2,
-    ...                            key=jax.random.PRNGKey(0))
-    >>> cache = prefill(oracle, jnp.array([2, 0, 1, 0]), jnp.array([1, 0, 3, 2]), 2)
-    >>> cache.keys.shape, cache.filled.tolist()  # sites 1 and 0 form the prefix
-    ((2, 5, 2, 4), [True, True, True, False, False])
-    """
+    """Layer ``l``'s projected keys and values ``float32[num_layers, n + 1, H, d / H]`` of the
+    start token (row 0) and site ``i`` (row ``1 + i``); ``filled[n + 1]`` marks the prefix."""
 
     keys: Array
     values: Array
@@ -78,9 +46,8 @@ class TransformerCache(NamedTuple):
 def prefill(
     oracle: TransformerOracle, x: Array, ranks: Array, prefix_length: Array
 ) -> TransformerCache:
-    r"""The cache of the prefix of length ``prefix_length`` of the order whose inverse is
-    ``ranks``: one forward pass of the content stream (rows of sites outside the prefix are
-    computed but marked unfilled; they are overwritten by :func:`append_site`)."""
+    r"""The cache of the prefix of length ``prefix_length`` of the order with inverse ``ranks``
+    (one content-stream pass; rows outside the prefix are marked unfilled)."""
     x = jnp.asarray(x, jnp.int32)
     ranks = jnp.asarray(ranks, jnp.int32)
     n = oracle.num_positions
@@ -100,9 +67,7 @@ def prefill(
 
 
 def next_conditional(oracle: TransformerOracle, cache: TransformerCache, site: Array) -> Array:
-    r"""``float32[q]``: :math:`\log p_\theta(X_s = \cdot \mid \text{prefix})` for ``site``
-    :math:`s` given the prefix held in ``cache`` -- one query-stream row through every layer,
-    the row ``log_conditionals`` returns for ``(s, len(prefix))``."""
+    r"""``float32[q]``: :math:`\log p_\theta(X_s = \cdot \mid \text{prefix})`, one query row."""
     site = jnp.asarray(site, jnp.int32)
     offsets = query_offsets(oracle.num_positions, site[None])
     query = (oracle.site_embedding(site) + oracle.query_token)[None]
@@ -117,9 +82,7 @@ def next_conditional(oracle: TransformerOracle, cache: TransformerCache, site: A
 def append_site(
     oracle: TransformerOracle, cache: TransformerCache, site: Array, value: Array
 ) -> TransformerCache:
-    r"""The cache with ``site`` (value ``value``) appended to the prefix: its content vector
-    attends the cached prefix and itself in each layer, and its keys and values are written
-    into row ``1 + site`` of every layer."""
+    r"""The cache with ``site`` (value ``value``) appended to the prefix."""
     site = jnp.asarray(site, jnp.int32)
     offsets = query_offsets(oracle.num_positions, site[None])
     filled = cache.filled.at[1 + site].set(True)
@@ -151,11 +114,8 @@ def _check_process(process) -> TransformerOracle:
 
 
 def kv_cached_sequential_draw(process: AnyOrderProcess, key: Array) -> tuple[Array, Array, Array]:
-    """One draw: ``(value, rounds, queries)``.  The keys are those of
-    :func:`numpyro_autospec.engine._sequential.sequential_draw`: ``k_init, k_run = split(key)``, the
-    order from ``process.init(k_init)``, step ``k`` drawn with ``fold_in(fold_in(k_run, 0),
-    k)``.  ``rounds = queries = 1 + N``: the prefill and one incremental step per free site
-    (each step is :math:`O(n d)` per layer, not a forward pass)."""
+    """One draw ``(value, rounds, queries)``, keyed as ``sequential_draw``; ``rounds = queries
+    = 1 + N`` (the prefill and one step per free site)."""
     oracle = _check_process(process)
     num_steps, num_observed = int(process.num_steps), int(process.num_observed)
     k_init, k_run = jax.random.split(key)
@@ -178,8 +138,7 @@ def kv_cached_sequential_draw(process: AnyOrderProcess, key: Array) -> tuple[Arr
 def kv_cached_sequential_run(process: AnyOrderProcess, keys: Array) -> Samples:
     r"""Draw ``len(keys)`` samples of an :class:`~numpyro_autospec.processes.AnyOrderProcess`
     whose oracle is a :class:`TransformerOracle` by sequential sampling with cached keys and
-    values; draw ``i`` equals ``sequential_run(process, keys)`` draw ``i`` (same keys, same
-    order, same conditionals up to rounding).  Pure JAX (``jit``/``vmap``-able).
+    values; draw ``i`` equals ``sequential_run(process, keys)`` draw ``i`` up to rounding.
 
     :param process: ``AnyOrderProcess(transformer, n, q, ...)`` (observed sites allowed).
     :param keys: PRNG keys of shape ``[D]`` (typed) or ``[D, 2]`` (raw ``uint32``).

@@ -6,21 +6,13 @@ One forward pass maps a partial assignment to the conditionals of every site.  W
 
 .. math::
 
-    h_0 = \big[\, m_1 e(x_1), \dots, m_n e(x_n),\; m \,\big] \in \mathbb{R}^{nq + n},
-    \qquad h_{l+1} = \phi(W_l h_l + b_l), \quad l = 0, \dots, L - 1,
-
-.. math::
-
-    \log p(X_i = v \mid x_S) = z_{iv} - \log \sum_{w} e^{z_{iw}},
+    h_0 &= \big[\, m_1 e(x_1), \dots, m_n e(x_n),\; m \,\big] \in \mathbb{R}^{nq + n},
+    \qquad h_{l+1} = \phi(W_l h_l + b_l), \quad l = 0, \dots, L - 1,\\
+    \log p(X_i = v \mid x_S) &= z_{iv} - \log \sum_{w} e^{z_{iw}},
     \qquad z = \operatorname{reshape}_{n \times q}(W_L h_L + b_L).
 
-The one-hot code of an unpinned site is zeroed, so the answer depends on :math:`x` only through
-:math:`x_S`; the mask itself is an input, so "pinned to the first value" and "not pinned" are
-different inputs.  Each row is a log-softmax: rows are normalized, as the oracle protocol
-(:mod:`numpyro_autospec.oracles._base`) requires.  Trained with the any-order objective
-(the examples' ``support.training``) this is the masked-language-model / any-order ARM
-parametrisation of Uria et al. (2014) and Hoogeboom et al. (2022); the conditionals of
-different masks are fitted separately, so they come from no single joint law.
+The answer depends on :math:`x` only through :math:`x_S` (the any-order ARM of Uria et al.,
+2014, and Hoogeboom et al., 2022).
 """
 
 from __future__ import annotations
@@ -38,13 +30,7 @@ __all__ = ["MaskedMLP", "masked_inputs", "mlp_forward", "mlp_layers"]
 
 
 def masked_inputs(x: Array, mask: Array, num_categories: int) -> Array:
-    r"""The network input :math:`h_0 = [\operatorname{vec}(m \odot e(x)), m]`, float32
-    ``[n * q + n]``: one-hot codes of the pinned sites (zero rows elsewhere), then the mask.
-
-    >>> import jax.numpy as jnp
-    >>> masked_inputs(jnp.array([2, 1]), jnp.array([True, False]), 3).tolist()
-    [0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0]
-    """
+    r"""The network input :math:`h_0 = [\operatorname{vec}(m \odot e(x)), m]`, float32."""
     mask = jnp.asarray(mask, bool)
     one_hot = jax.nn.one_hot(jnp.asarray(x), num_categories, dtype=jnp.float32)
     pinned = jnp.where(mask[:, None], one_hot, 0.0)
@@ -52,13 +38,7 @@ def masked_inputs(x: Array, mask: Array, num_categories: int) -> Array:
 
 
 def mlp_layers(sizes: list[int], key: Array) -> list[eqx.nn.Linear]:
-    """The linear layers :math:`W_l h + b_l` of an MLP whose layer widths are ``sizes`` (input
-    first, output last), layer ``l`` initialised with key ``l`` of ``split(key)``.
-
-    >>> import jax
-    >>> [layer.weight.shape for layer in mlp_layers([3, 8, 2], jax.random.PRNGKey(0))]
-    [(8, 3), (2, 8)]
-    """
+    """The linear layers of an MLP of widths ``sizes``; layer ``l`` gets ``split(key)[l]``."""
     keys = jax.random.split(key, len(sizes) - 1)
     return [
         eqx.nn.Linear(fan_in, fan_out, key=layer_key)
@@ -69,14 +49,7 @@ def mlp_layers(sizes: list[int], key: Array) -> list[eqx.nn.Linear]:
 def mlp_forward(
     layers: tuple[eqx.nn.Linear, ...], activation: Callable[[Array], Array], hidden: Array
 ) -> Array:
-    r""":math:`W_L h_L + b_L` with :math:`h_{l+1} = \phi(W_l h_l + b_l)` from :math:`h_0` =
-    ``hidden``: ``activation`` after every layer but the last.
-
-    >>> import jax, jax.numpy as jnp
-    >>> layers = mlp_layers([3, 8, 2], jax.random.PRNGKey(0))
-    >>> mlp_forward(layers, jax.nn.relu, jnp.ones(3)).shape
-    (2,)
-    """
+    r""":math:`W_L h_L + b_L` from :math:`h_0` = ``hidden`` (``activation`` :math:`\phi`)."""
     for layer in layers[:-1]:
         hidden = activation(layer(hidden))
     return layers[-1](hidden)
@@ -85,16 +58,10 @@ def mlp_forward(
 class MaskedMLP(eqx.Module):
     r"""An any-order network on :math:`[q]^n`: ``(x: int[n], mask: bool[n]) -> float[n, q]``.
 
-    Input :math:`[m \odot e(x), m]` (see the module docstring), ``depth`` hidden layers of
-    ``hidden_size`` units with activation :math:`\phi` (``activation``, default GELU), and a
-    linear read-out of :math:`n q` logits normalized per site with ``jax.nn.log_softmax``.
-    Row :math:`i` is :math:`\log p(X_i = \cdot \mid x_S)`, for pinned sites too (they are
-    ignored by the sampler).  Parameters: :math:`(nq + n) H + (L - 1) H^2 + H n q` weights
-    plus biases for width :math:`H` and depth :math:`L`.
-
-    An ``equinox.Module``, hence a pytree: ``jax.jit``, ``jax.vmap`` and ``jax.grad`` see its
-    weights as leaves; the sizes and the activation are static fields.  Wrap a (trained) network
-    in :class:`~numpyro_autospec.learned.LearnedOracle` to sample from it.
+    Input :math:`[m \odot e(x), m]` (module docstring), ``depth`` hidden layers, and :math:`nq`
+    logits normalized per site: row :math:`i` is :math:`\log p(X_i = \cdot \mid x_S)`.  An
+    ``equinox.Module`` (its weights are the leaves); wrap a trained network in
+    :class:`~numpyro_autospec.learned.LearnedOracle` to sample from it.
 
     :param num_positions: :math:`n`, sites.
     :param num_categories: :math:`q`, values per site.
@@ -154,6 +121,5 @@ class MaskedMLP(eqx.Module):
         return mlp_forward(self.layers, self.activation, masked_inputs(x, mask, q)).reshape(n, q)
 
     def __call__(self, x: Array, mask: Array) -> Array:
-        r"""Log conditionals ``float32[n, q]``: row :math:`i` is :math:`\log p(X_i = \cdot
-        \mid x_{\text{mask}})`, each row normalized."""
+        r"""Log conditionals ``float32[n, q]``, each row normalized."""
         return jax.nn.log_softmax(self.logits(x, mask), axis=-1)

@@ -1,22 +1,13 @@
 r"""The oracle shell of a learned any-order network.
 
-A network :math:`p_\theta` answers every query of the oracle protocol
-(:mod:`numpyro_autospec.oracles._base`),
-
-.. math:: \text{log\_marginals}(x, m)_{iv} = \log p_\theta(X_i = v \mid x_S),
-    \qquad S = \{i : m_i\},
-
-but the answers of different masks are fitted separately and come from no single joint law
-(the network is *inconsistent*).  Any-order sampling then depends on the order; for an order
-:math:`\sigma` the sampler draws exactly from
+A network answers :math:`\text{log\_marginals}(x, m)_{iv} = \log p_\theta(X_i = v \mid x_S)`,
+:math:`S = \{i : m_i\}`, but the answers of different masks come from no single joint law, so
+for an order :math:`\sigma` the sampler draws exactly from
 
 .. math:: p_\sigma(x) = \prod_{k} p_\theta(x_{\sigma(k)} \mid x_{\sigma(<k)}),
 
-and, with a uniformly random order, from the average of :math:`p_\sigma` over orders: the law
-of *sequential* any-order sampling, which autospeculation reproduces exactly in fewer rounds
-(docs/algorithm.md, section 2a; Anari et al., *Parallel Sampling via Autospeculation*,
-arXiv:2511.07869).  :meth:`LearnedOracle.sequential_log_probs` enumerates :math:`p_\sigma` on
-small spaces, the reference the goodness-of-fit tests compare draws with.
+and with a uniformly random order from its average over orders (section 2a of
+docs/algorithm.md; Anari et al., arXiv:2511.07869).
 """
 
 from __future__ import annotations
@@ -41,46 +32,19 @@ _MAX_CONFIGURATIONS = 1 << 16
 
 
 def learned_log_marginals(network: Callable[[Array, Array], Array], x: Array, mask: Array) -> Array:
-    """Functional core of :class:`LearnedOracle`: ``network(x, mask)`` as float32 log-
-    probabilities ``[n, q]``, renormalized per row (a network may return plain logits); the
-    network is an argument, so ``jit`` compiles once per architecture, not once per weights.
-
-    >>> import numpy as np, jax.numpy as jnp
-    >>> def logits(x, mask):  # unnormalized: odds 1 : 3 at both sites
-    ...     return jnp.array([[0.0, jnp.log(3.0)], [1.0, 1.0 + jnp.log(3.0)]])
-    >>> answer = learned_log_marginals(logits, jnp.zeros(2, jnp.int32), jnp.zeros(2, bool))
-    >>> answer.dtype, np.exp(np.asarray(answer, float)).round(3).tolist()
-    (dtype('float32'), [[0.25, 0.75], [0.25, 0.75]])
-    """
+    """``network(x, mask)`` as float32 log-probabilities ``[n, q]``, renormalized per row."""
     answer = network(jnp.asarray(x, jnp.int32), jnp.asarray(mask, bool))
     return jax.nn.log_softmax(jnp.asarray(answer, jnp.float32), axis=-1)
 
 
-# The class calls the core through ``filter_jit``: an eager call compiles once per architecture
-# instead of op by op; inside an outer ``jit`` or ``vmap`` it is simply inlined.
+# One compilation per architecture (the network is an argument), not op by op.
 _jitted_log_marginals = eqx.filter_jit(learned_log_marginals)
 _batched_log_marginals = eqx.filter_jit(jax.vmap(learned_log_marginals, in_axes=(None, 0, None)))
 
 
 def network_sizes(network: object, owner: str) -> tuple[int, int]:
-    """The sizes a network carries: its ``num_positions`` and ``num_categories`` attributes,
-    each a positive integer (``bool`` is not one).
-
-    :param network: the network (an ``equinox.Module`` of :mod:`numpyro_autospec.learned`, or
-        any callable with the two attributes).
-    :param owner: who asks, named in the error message (``"LearnedOracle"``, ``"fit"``).
-    :return: ``(num_positions, num_categories)`` as Python ints.
-    :raises InputError: naming the attribute, its value and the network's type.
-
-    >>> from types import SimpleNamespace
-    >>> network_sizes(SimpleNamespace(num_positions=4, num_categories=3), "fit")
-    (4, 3)
-    >>> network_sizes(SimpleNamespace(num_positions=4, num_categories=True), "fit")
-    Traceback (most recent call last):
-        ...
-    numpyro_autospec.errors.InputError: fit: the network attribute \
-SimpleNamespace.num_categories must be a positive integer, got True
-    """
+    """``(num_positions, num_categories)`` of a network, each a positive ``int`` (not ``bool``);
+    ``InputError`` naming ``owner``, the attribute and its value otherwise."""
     sizes = []
     for label in ("num_positions", "num_categories"):
         value = getattr(network, label, None)
@@ -94,15 +58,8 @@ class LearnedOracle(AnyOrderOracle):
     r"""An :class:`~numpyro_autospec.oracles.AnyOrderOracle` backed by a trained network.
 
     ``oracle(x, mask)`` is ``network(x, mask)`` normalized per row with a log-softmax, so any
-    network returning ``[n, q]`` logits is a valid oracle (a :class:`MaskedMLP` already returns
-    log-probabilities; normalizing twice changes nothing).  The answer depends on ``x`` only
-    through ``x[mask]`` if the network's does (:class:`MaskedMLP`: by construction).
-
-    The oracle is a pytree whose only child is the network: ``jax.jit`` may take it as an
-    argument (new weights, no recompilation), or close over it (the weights become constants
-    of the compiled sampler).  Equality and hashing are by identity, so it can be a static
-    field of a NumPyro distribution (:class:`~numpyro_autospec.infer.AnyOrderAR` keeps its
-    oracle there).
+    network returning ``[n, q]`` logits is a valid oracle.  A pytree whose only child is the
+    network (new weights, no recompilation); equality and hashing are by identity.
 
     :param network: a JAX-traceable callable ``(int32[n], bool[n]) -> float[n, q]`` with integer
         attributes ``num_positions`` and ``num_categories``, e.g. a (trained)
@@ -141,7 +98,6 @@ class LearnedOracle(AnyOrderOracle):
         """Log conditional marginals ``float32[n, q]`` given ``x`` on ``mask``."""
         return _jitted_log_marginals(self.network, x, mask)
 
-    # -- pytree ------------------------------------------------------------------------------
     def tree_flatten(self):
         return (self.network,), (self.num_positions, self.num_categories)
 
@@ -152,10 +108,8 @@ class LearnedOracle(AnyOrderOracle):
         oracle.num_positions, oracle.num_categories = aux
         return oracle
 
-    # -- exact law of one order --------------------------------------------------------------
     def configurations(self) -> np.ndarray:
-        """All :math:`q^n` configurations, int32 ``[q^n, n]``, in C order (row ``c`` is the
-        configuration at flat index ``c`` of a ``(q,) * n`` table; at most :math:`2^{16}`)."""
+        r"""All :math:`q^n \le 2^{16}` configurations, int32 ``[q^n, n]``, in C order."""
         n, q = self.num_positions, self.num_categories
         if q**n > _MAX_CONFIGURATIONS:
             raise InputError(
@@ -172,13 +126,9 @@ class LearnedOracle(AnyOrderOracle):
     ) -> np.ndarray:
         r"""Exact law of sequential any-order sampling with the fixed ``order``, by enumeration.
 
-        Observed sites (``mask``) come first, fixed to ``values``; the free sites follow in the
-        order they appear in ``order`` (as in
-        :class:`~numpyro_autospec.processes.AnyOrderProcess`).  Entry :math:`y` of the result
-        is :math:`\sum_k \log p_\theta(y_{\sigma(k)} \mid y_{\sigma(<k)})` over the free steps,
-        and ``-inf`` where :math:`y` differs from ``values`` on ``mask``.  One batched oracle
-        call of :math:`q^n` queries per free site, summed in float64 and renormalized (the
-        float32 answers sum to 1 up to rounding).
+        Observed sites (``mask``) come first, fixed to ``values``; the free sites follow in
+        ``order``.  Entry :math:`y` is :math:`\sum_k \log p_\theta(y_{\sigma(k)} \mid
+        y_{\sigma(<k)})` over the free steps (renormalized in float64), ``-inf`` off ``values``.
 
         :param order: a permutation of ``range(n)``.
         :param values: ``[n]`` observed values, read where ``mask`` is set.

@@ -1,22 +1,17 @@
 r"""The law the samplers draw from, enumerated on small spaces: the reference of exactness tests.
 
-For an oracle whose conditionals may depend on the order of the prefix, sequential sampling
-along an order :math:`\sigma` -- the observed sites :math:`O` first, in their index order, then
-the free sites -- draws :math:`x` (with :math:`x_O` pinned) with probability
+Sequential sampling along an order :math:`\sigma` (the observed sites :math:`O` first, in index
+order, then the free sites) draws :math:`x` with probability
 
 .. math:: p_\sigma(x) = \prod_{k=|O|}^{n-1} p(x_{\sigma(k)} \mid x_{\sigma(<k)}),
 
-and with a uniformly random order of the free sites, the law of ``AnyOrderAR`` and of every
-sampler of the project (docs/algorithm.md, section 2a; Anari et al., *Parallel Sampling via
-Autospeculation*, arXiv:2511.07869) is the average
+and with a uniformly random order of the free sites, the law of every sampler of the project
+(section 2a of docs/algorithm.md; Anari et al., arXiv:2511.07869) is
 
 .. math:: p_{\text{mix}}(x) = \frac{1}{(n-|O|)!} \sum_{\sigma} p_\sigma(x).
 
-:func:`fixed_order_law` and :func:`random_order_law` enumerate these over all :math:`q^n`
-configurations (zero where :math:`x_O` differs from the observed values), with the oracle's
-block form: one ``log_conditionals`` call per (order, configuration) gives all :math:`n` steps.
-For a consistent oracle (an exact joint :math:`\mu`) every :math:`p_\sigma` is :math:`\mu(\cdot
-\mid x_O)`, a check of the enumeration itself.
+Both are enumerated over all :math:`q^n` configurations (zero off the observed values) with the
+oracle's block form: one ``log_conditionals`` call per (order, configuration).
 """
 
 from __future__ import annotations
@@ -41,8 +36,7 @@ _CHUNK = 1 << 14
 def _pinned(
     n: int, q: int, observed: ArrayLike | None, observed_mask: ArrayLike | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(mask, values, configurations)``: the observed mask and values and every configuration
-    ``int32[q**n, n]`` in C order (site 0 most significant)."""
+    """``(mask, values, configurations)``, the configurations ``int32[q**n, n]`` in C order."""
     if observed_mask is None:
         mask = np.zeros(n, bool)
         values = np.zeros(n, np.int32)
@@ -102,16 +96,7 @@ def fixed_order_law(
     observed: ArrayLike | None = None,
     observed_mask: ArrayLike | None = None,
 ) -> np.ndarray:
-    r""":math:`p_\sigma` as a ``float64`` table of shape ``(q,) * n``: sequential sampling along
-    ``order`` (a permutation of ``range(n)``; its free sites are visited in the order they
-    appear in it, after the observed sites in index order).
-
-    >>> import numpy as np
-    >>> from numpyro_autospec.oracles import TableOracle
-    >>> table = np.array([[0.4, 0.1], [0.2, 0.3]])
-    >>> np.round(fixed_order_law(TableOracle(np.log(table)), [1, 0]), 6).tolist()
-    [[0.4, 0.1], [0.2, 0.3]]
-    """
+    r""":math:`p_\sigma` along the permutation ``order``, a ``float64`` table ``(q,) * n``."""
     n, q = oracle.num_positions, oracle.num_categories
     order = np.asarray(order, np.int32)
     if sorted(order.tolist()) != list(range(n)):
@@ -127,9 +112,14 @@ def random_order_law(
     observed: ArrayLike | None = None,
     observed_mask: ArrayLike | None = None,
 ) -> np.ndarray:
-    r""":math:`p_{\text{mix}} = \mathbb{E}_\sigma p_\sigma` over the uniformly random orders of
-    the free sites, a ``float64`` table of shape ``(q,) * n``, enumerating all
-    :math:`(n - |O|)!` orders.
+    r""":math:`p_{\text{mix}} = \mathbb{E}_\sigma p_\sigma` over the :math:`(n - |O|)!` orders of
+    the free sites, by enumeration.
+
+    :param oracle: an :class:`~numpyro_autospec.oracles.AnyOrderOracle` on :math:`[q]^n`.
+    :param observed: ``[n]`` observed values, read where ``observed_mask`` is set.
+    :param observed_mask: ``[n]`` bool, the observed sites :math:`O` (default: none).
+    :returns: a ``float64`` table of shape ``(q,) * n``.
+    :raises InputError: if the inputs have the wrong shape or there are too many to enumerate.
 
     >>> import numpy as np
     >>> from numpyro_autospec.oracles import TableOracle

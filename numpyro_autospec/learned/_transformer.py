@@ -1,35 +1,16 @@
 r"""An any-subset, order-aware transformer: a learned oracle of the block form.
 
-:class:`TransformerOracle` answers the block form of the oracle protocol
-(:mod:`numpyro_autospec.oracles._base`; docs/algorithm.md, section 2a; Anari et al., *Parallel
-Sampling via Autospeculation*, arXiv:2511.07869) in **one forward pass**:
-
-.. code-block:: text
-
-    log_conditionals(x: int32[n], ranks: int32[n], sites: int32[L], prefix_lengths: int32[L])
-        -> float[L, q]
-
-row :math:`j` being :math:`\log p_\theta(X_{s_j} = \cdot \mid x_{\sigma(0)}, \dots,
-x_{\sigma(\ell_j - 1)})`, where :math:`\sigma` is the order whose inverse is ``ranks``.  The
-network is a two-stream transformer (:mod:`numpyro_autospec.learned._attention`):
-
-* content tokens :math:`h_i = E_{\text{value}}[x_i] + E_{\text{site}}[i]` for the :math:`n`
-  sites, and a learned start token;
-* query tokens :math:`g_j = E_{\text{site}}[s_j] + e_{\text{query}}` for the :math:`L` requested
-  rows;
-* a learned relative-position bias on the attention scores (ALiBi-initialised);
-* content :math:`i` attends the sites of rank :math:`\le r_i`, query :math:`j` the sites of rank
-  :math:`< \ell_j` (both attend the start token), so row :math:`j` depends on :math:`x` only
-  through the prefix of length :math:`\ell_j`;
-* :math:`\log p_\theta(X_{s_j} = \cdot \mid \dots) = \mathrm{log\_softmax}(W\,
-  \mathrm{LN}(g_j^{(\text{last})}))`.
-
-The conditionals depend on the *order* of the prefix (``depends_on_order = True``): a sampler
-with a uniformly random order draws from :math:`\mathbb{E}_\sigma \prod_k p_\theta(x_{\sigma(k)}
-\mid x_{\sigma(<k)})`, the law of sequential sampling along that order.  The same function
-serves the speculation rows (every :math:`\ell_j = a`) and the scoring rows (:math:`\ell_j =
-a + j`) of a block, and training (:math:`s_k = \sigma(k)`, :math:`\ell_k = k`: all :math:`n`
-conditionals of one order in one pass, as in sigma-GPT).
+:class:`TransformerOracle` answers the block form of the oracle protocol (section 2a of
+docs/algorithm.md; Anari et al., arXiv:2511.07869) in one forward pass,
+``log_conditionals(x, ranks, sites, prefix_lengths) -> float[L, q]``, row :math:`j` being
+:math:`\log p_\theta(X_{s_j} = \cdot \mid x_{\sigma(0)}, \dots, x_{\sigma(\ell_j - 1)})` for the
+order :math:`\sigma` with inverse ``ranks``.  The network is a two-stream transformer
+(:mod:`numpyro_autospec.learned._attention`): content tokens :math:`E_{\text{value}}[x_i] +
+E_{\text{site}}[i]` and a start token, query tokens :math:`E_{\text{site}}[s_j] +
+e_{\text{query}}`, and :math:`\log p_\theta = \mathrm{log\_softmax}(W\,
+\mathrm{LN}(g_j^{(\text{last})}))`.  The conditionals depend on the order of the prefix
+(``depends_on_order = True``); training reads all :math:`n` conditionals of one order in one
+pass (:math:`s_k = \sigma(k)`, :math:`\ell_k = k`, as in sigma-GPT).
 """
 
 from __future__ import annotations
@@ -55,12 +36,7 @@ __all__ = ["TransformerOracle", "inverse_permutation"]
 
 
 def inverse_permutation(order: Array) -> Array:
-    """``ranks`` with ``ranks[order[k]] = k`` (works under ``jit`` and ``vmap``).
-
-    >>> import jax.numpy as jnp
-    >>> inverse_permutation(jnp.array([2, 0, 1])).tolist()
-    [1, 2, 0]
-    """
+    """``ranks`` with ``ranks[order[k]] = k``."""
     order = jnp.asarray(order, jnp.int32)
     return jnp.zeros_like(order).at[order].set(jnp.arange(order.shape[0], dtype=jnp.int32))
 
@@ -69,9 +45,7 @@ class TransformerOracle(eqx.Module, AnyOrderOracle):
     r"""A two-stream transformer over :math:`n` sites with :math:`q` values each, and an
     :class:`~numpyro_autospec.oracles.AnyOrderOracle` of the block form.
 
-    It is an ``equinox.Module``, hence a pytree: ``jax.jit`` may take it as an argument (new
-    weights, no recompilation) or close over it.  Equality and hashing are by identity, so it
-    can be a static field of a NumPyro distribution (:class:`~numpyro_autospec.AnyOrderAR`).
+    An ``equinox.Module`` (a pytree) whose equality and hashing are by identity.
 
     :param num_positions: :math:`n`.
     :param num_categories: :math:`q`.
@@ -133,7 +107,7 @@ class TransformerOracle(eqx.Module, AnyOrderOracle):
         self.output_norm = eqx.nn.LayerNorm(model_size)
         self.readout = eqx.nn.Linear(model_size, num_categories, key=keys[4])
 
-    # identity semantics: a static field of a NumPyro distribution must be hashable
+    # a static field of a NumPyro distribution must be hashable
     def __eq__(self, other: object) -> bool:
         return self is other
 
@@ -144,8 +118,7 @@ class TransformerOracle(eqx.Module, AnyOrderOracle):
         self, x: Array, ranks: Array, sites: Array, prefix_lengths: Array
     ) -> Array:
         r"""``float32[L, q]``: row :math:`j` is :math:`\log p_\theta(X_{s_j} = \cdot \mid x_i,
-        r_i < \ell_j)`, all :math:`L` rows in one forward pass; a function of ``x`` on the
-        prefix of length ``prefix_lengths[j]`` only."""
+        r_i < \ell_j)`, all rows in one forward pass."""
         x = jnp.asarray(x, jnp.int32)
         ranks = jnp.asarray(ranks, jnp.int32)
         sites = jnp.asarray(sites, jnp.int32)
@@ -163,10 +136,8 @@ class TransformerOracle(eqx.Module, AnyOrderOracle):
         return jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
 
     def sequence_log_probs(self, x: Array, order: Array) -> Array:
-        r"""``float32[n]``: :math:`\log p_\theta(x_{\sigma(k)} \mid x_{\sigma(<k)})` for
-        :math:`k = 0..n-1` along the order :math:`\sigma` = ``order``, in one forward pass; the
-        sum is :math:`\log p_\sigma(x)`, the log-probability of sequential sampling along
-        :math:`\sigma`."""
+        r"""``float32[n]``: :math:`\log p_\theta(x_{\sigma(k)} \mid x_{\sigma(<k)})` along
+        :math:`\sigma` = ``order`` in one pass; the sum is :math:`\log p_\sigma(x)`."""
         order = jnp.asarray(order, jnp.int32)
         rows = self.log_conditionals(
             x, inverse_permutation(order), order, jnp.arange(self.num_positions)

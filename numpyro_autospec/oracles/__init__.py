@@ -1,22 +1,12 @@
 """Any-order oracles: the protocol, exact targets, inconsistent learned-like models, validation.
 
-Exact (consistent) oracles: :class:`TableOracle` (explicit joint, small :math:`n`),
-:class:`CurieWeissOracle` (mean field, :math:`O(n)` per query), :class:`IsingChainOracle`
-(forward-backward, :math:`O(n)` per query).  Inconsistent oracles, whose sampler law is that of
-sequential any-order sampling: :class:`PerturbedOracle` (exact sequential law available) and
-:class:`HopfieldOracle` (logistic, learned-like).
-
-Curie-Weiss, the Ising chain and Hopfield also **score blocks** (``scores_blocks``): their
-``log_conditionals`` answers all ``L`` rows of a block in one call -- Curie-Weiss from a
-cumulative spin sum along the order, the chain from transfer-matrix messages between each
-site's nearest pinned neighbours, Hopfield from cumulative pattern overlaps -- so a speculated
-block costs the engine two oracle evaluations whatever its length (docs/benchmarks.md,
-"Design decisions").  :func:`check_block_form` checks such a block form
-against the set form.
-
-Each class is a thin shell over a pure function of its parameters and the query
-(``table_log_marginals``, ``curie_weiss_log_marginals``, ...): passing the parameters as
-arguments lets ``jit`` compile once per shape rather than once per instance.
+Exact oracles: :class:`TableOracle` (explicit joint, small :math:`n`), :class:`CurieWeissOracle`
+(mean field) and :class:`IsingChainOracle` (forward-backward), both :math:`O(n)` per query.
+Inconsistent oracles, whose sampler law is that of sequential any-order sampling:
+:class:`PerturbedOracle` (exact sequential law available) and :class:`HopfieldOracle` (logistic,
+learned-like).  Curie-Weiss, the Ising chain and Hopfield **score blocks**: ``log_conditionals``
+answers all ``L`` rows of a block in one call, so a speculated block costs two oracle evaluations
+whatever its length; :func:`check_block_form` checks a block form against the set form.
 """
 
 from numpyro_autospec.oracles._base import AnyOrderOracle, FunctionOracle, as_oracle

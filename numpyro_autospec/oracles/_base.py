@@ -1,52 +1,21 @@
 r"""The any-order oracle protocol: set form ``log_marginals`` and block form ``log_conditionals``.
 
-An any-order oracle over :math:`n` sites with :math:`q` values each answers conditionals of a
-distribution :math:`p` on :math:`[q]^n` (docs/algorithm.md, section 2a; Anari et al., "Parallel
-Sampling via Autospeculation", arXiv:2511.07869).  It has two forms:
+An any-order oracle answers conditionals of a law :math:`p` on :math:`[q]^n` (docs/algorithm.md,
+section 2a; Anari et al., "Parallel Sampling via Autospeculation", arXiv:2511.07869).
 
-**Block form** (the primary primitive), for an order given by its inverse ``ranks``:
+**Block form**, for an order given by its inverse ``ranks``: ``log_conditionals(x: int32[n],
+ranks: int32[n], sites: int32[L], prefix_lengths: int32[L]) -> float[L, q]``, row :math:`j`
+being :math:`\log p(X_{s_j} = \cdot \mid X_i = x_i \text{ for all } i \text{ with }
+\text{ranks}[i] < \ell_j)`, :math:`s_j` = ``sites[j]``, :math:`\ell_j` = ``prefix_lengths[j]``;
+one call serves a block's speculation and its scoring (``L`` static, padded rows ignored).
 
-.. code-block:: text
+**Set form**, when the conditionals depend only on the pinned set (exact models, masked
+networks): ``log_marginals(x: int32[n], mask: bool[n]) -> float[n, q]``, row :math:`i` being
+:math:`\log p(X_i = \cdot \mid X_S = x_S)`, :math:`S = \{i : \text{mask}_i\}`; the default
+block form is derived from it.  Order-dependent oracles implement the block form only.
 
-    log_conditionals(x: int32[n], ranks: int32[n], sites: int32[L], prefix_lengths: int32[L])
-        -> float[L, q]
-
-row :math:`j` being :math:`\log p(X_{s_j} = \cdot \mid X_i = x_i \text{ for all } i \text{ with }
-\text{ranks}[i] < \ell_j)`, :math:`s_j` = ``sites[j]`` and :math:`\ell_j` =
-``prefix_lengths[j]``.  One call serves both uses of a block :math:`[a, a+m)` of the order
-:math:`\sigma`: its **speculation** (``sites = sigma(a..a+m-1)``, every prefix length ``a``) and
-its **scoring** (``prefix_lengths = a..a+m-1``: row :math:`j` given the first :math:`j` steps of
-the block).  ``L`` is static; the samplers pad a block to a fixed ``L`` and ignore the padded
-rows (whose sites and prefix lengths are still valid indices).
-
-**Set form**, for oracles whose conditionals depend only on the pinned *set*:
-
-.. code-block:: text
-
-    log_marginals(x: int32[n], mask: bool[n]) -> float[n, q]
-
-row :math:`i` being :math:`\log p(X_i = \cdot \mid X_S = x_S)`, :math:`S = \{i : \text{mask}_i\}`.
-Exact models and masked (BERT-style, masked diffusion) networks are of this kind; the default
-block form is derived from it, one ``log_marginals`` evaluation per distinct prefix.  An oracle
-whose conditionals depend on the *order* of the prefix (a sigma-GPT / XLNet-style network)
-implements the block form only; the samplers then draw from the law of sequential sampling along
-the uniformly random order, :math:`\mathbb{E}_\sigma \prod_k p(x_{\sigma(k)} \mid
-x_{\sigma(<k)})`.
-
-The fast paths are *declared* as class attributes, never discovered:
-
-- :attr:`AnyOrderOracle.scores_blocks`: ``log_conditionals`` computes all ``L`` rows in one
-  evaluation (one forward pass, or a cumulative pass of an exact model).  The engine then scores
-  a whole block with one call; otherwise with one ``log_marginals`` evaluation per step.
-- :attr:`AnyOrderOracle.depends_on_order`: the conditionals depend on the order of the prefix;
-  ``log_marginals`` is undefined.
-
-The contract of the answers: rows of conditionals are log-probability vectors (logsumexp 0);
-``-inf`` is the legal log-probability of an impossible value, ``NaN`` and ``+inf`` never are;
-rows of ``log_marginals`` at pinned sites may hold anything but NaN.  Static shapes, no Python
-control flow on traced values: the samplers ``vmap`` the oracle over batches of queries.
-Plain functions ``(x, mask) -> [n, q]`` are oracles of the set form; :func:`as_oracle` wraps
-them.  :mod:`numpyro_autospec.oracles._validation` checks an oracle against this contract.
+Rows are log-probability vectors (``-inf`` for an impossible value, never ``NaN`` or ``+inf``);
+set-form rows at pinned sites may hold anything but NaN.  Oracles must be ``vmap``-able.
 """
 
 from __future__ import annotations
@@ -76,21 +45,8 @@ def marginal_conditionals(
     sites: Array,
     prefix_lengths: Array,
 ) -> Array:
-    r"""The block form derived from the set form: row :math:`j` is row ``sites[j]`` of
-    ``log_marginals(x, ranks < prefix_lengths[j])``, one evaluation per row.
-
-    Two sites, the order visiting site 1 first (``ranks = [1, 0]``): row 0 is the marginal of
-    :math:`X_1`, row 1 the law of :math:`X_0` given :math:`X_1 = 0`:
-
-    >>> import numpy as np, jax.numpy as jnp
-    >>> from numpyro_autospec.oracles import TableOracle
-    >>> oracle = TableOracle(np.log([[0.4, 0.1], [0.2, 0.3]]))  # p(x_0, x_1)
-    >>> rows = marginal_conditionals(
-    ...     oracle.log_marginals, jnp.array([1, 0]), ranks=jnp.array([1, 0]),
-    ...     sites=jnp.array([1, 0]), prefix_lengths=jnp.array([0, 1]))
-    >>> np.exp(np.asarray(rows, float)).round(3).tolist()
-    [[0.6, 0.4], [0.667, 0.333]]
-    """
+    """The block form derived from the set form: row ``j`` is row ``sites[j]`` of
+    ``log_marginals(x, ranks < prefix_lengths[j])``, one evaluation per row."""
 
     def row(site: Array, length: Array) -> Array:
         return log_marginals(x, ranks < length)[site]
@@ -99,13 +55,10 @@ def marginal_conditionals(
 
 
 def block_indices(ranks: Array, prefix_lengths: Array, num_positions: int) -> tuple[Array, Array]:
-    """The block form's ``ranks`` as int32 and its ``prefix_lengths`` as int32 clipped to
-    :math:`[0, n]`, as the one-pass block forms of the exact oracles read them.
+    """``ranks`` as int32 and ``prefix_lengths`` as int32 clipped to :math:`[0, n]`.
 
-    >>> import jax.numpy as jnp
-    >>> ranks, lengths = block_indices(jnp.array([1, 0]), jnp.array([-1, 1, 5]), 2)
-    >>> ranks.dtype, lengths.tolist()
-    (dtype('int32'), [0, 1, 2])
+    >>> block_indices(jnp.array([1, 0]), jnp.array([-1, 1, 5]), 2)[1].tolist()
+    [0, 1, 2]
     """
     ranks = jnp.asarray(ranks, jnp.int32)
     return ranks, jnp.clip(jnp.asarray(prefix_lengths, jnp.int32), 0, num_positions)
@@ -136,11 +89,8 @@ class AnyOrderOracle(abc.ABC):
     scores_blocks: ClassVar[bool] = False
     #: the conditionals depend on the order of the prefix, not only on the pinned set
     depends_on_order: ClassVar[bool] = False
-    #: with ``scores_blocks``: the most rows one ``log_conditionals`` call should compute when
-    #: each row costs about as much as a small call (an exact model's row is a sum over the
-    #: free sites): the engine then splits a query of more rows into calls of this many, and
-    #: pads no query beyond it.  ``None`` (a network whose forward pass costs about the same
-    #: for any number of rows): one call per query
+    #: with ``scores_blocks``: the most rows per ``log_conditionals`` call when each row costs
+    #: about a small call (the engine splits larger queries); ``None``: one call per query
     rows_per_call: ClassVar[int | None] = None
 
     def log_marginals(self, x: Array, mask: Array) -> Array:
@@ -234,11 +184,8 @@ def as_oracle(
 
 
 def _warn_undeclared_block_form(oracle) -> None:
-    """Warn when ``oracle`` has a block form of its own that the samplers will not use: a
-    ``log_conditionals`` method on an object that is not an :class:`AnyOrderOracle`, or one
-    overriding the derived default without ``scores_blocks = True`` (every scored step then
-    costs a set-form evaluation: at Curie-Weiss n = 1024 about 1200 evaluations a draw
-    instead of 7)."""
+    """Warn when ``oracle`` has a ``log_conditionals`` the samplers will not use (not an
+    :class:`AnyOrderOracle`, or no ``scores_blocks = True``)."""
     method = getattr(type(oracle), "log_conditionals", None)
     if method is None:
         return

@@ -1,24 +1,10 @@
 r"""Forward-backward on a chain of binary spins: log space, and linear space where it is exact.
 
-The Ising chain's set form (:func:`numpyro_autospec.oracles._ising_chain.ising_chain_log_marginals`)
-is one forward-backward pass of :math:`n - 1` sequential steps.  In log space every step takes
-a log-sum-exp per entry; in linear space a step is a few products and one division, several
-times faster on a CPU, where a speculation round of the engine runs the pass on every lane.
-Linear space is used when it provably loses nothing, else log space
-(:func:`chain_log_marginals`).
-
-**Why linear space is exact below the bound.**  With each factor divided by its largest entry,
-the pair factors are :math:`p_i(s, s') = e^{J_i s s' - |J_i|} \ge e^{-2|J_i|}` and the unary
-factors :math:`u_i(s) = e^{h_i s - |h_i|} \ge e^{-2|h_i|}` (or 0 off a pinned value).  After
-each step's normalization the forward message of an allowed value is at least
-:math:`e^{-2|J| - 2|h|} / 2` and the backward message at least :math:`e^{-2|J|} / 4`, so every
-allowed marginal is at least :math:`e^{-4|J| - 2|h|} / 8` (:math:`|J|, |h|` the largest
-magnitudes): with :math:`4 |J| + 2 |h| \le 64` (:data:`LINEAR_SPACE_BOUND`) nothing comes
-near float32's smallest normal number (:math:`1.2 \cdot 10^{-38}`), and the rows equal the
-log-space rows to float32 rounding.  Beyond it (couplings of 16 and more), a
-pinned pair against a strong coupling could underflow to a 0/0 row, so log space answers
-there.  The choice is a :func:`jax.lax.cond` on the parameters, which stay unbatched when the
-engine batches queries, so only one pass runs.
+Linear space is several times faster on a CPU; :func:`chain_log_marginals` uses it when it
+provably loses nothing: with each factor divided by its largest entry, every allowed marginal is
+at least :math:`e^{-4|J| - 2|h|} / 8` (:math:`|J|, |h|` the largest magnitudes), so with
+:math:`4 |J| + 2 |h| \le 64` (:data:`LINEAR_SPACE_BOUND`) nothing nears float32's smallest normal
+number.  Beyond it a pinned pair against a strong coupling could underflow to a 0/0 row.
 """
 
 from __future__ import annotations
@@ -41,7 +27,7 @@ __all__ = [
 SPINS = np.array([-1.0, 1.0], np.float32)
 SPIN_PRODUCTS = np.outer(SPINS, SPINS)[None, :, :]  # [1, 2, 2], s * s'
 
-#: linear space when :math:`4 \max|J_i| + 2 \max|h_i|` is at most this (module docstring)
+#: linear space when :math:`4 \max|J_i| + 2 \max|h_i|` is at most this
 LINEAR_SPACE_BOUND = 64.0
 
 
@@ -61,8 +47,7 @@ class Messages(NamedTuple):
 
 
 def log_messages(couplings: Array, fields: Array, clamp: Array) -> Messages:
-    """Forward-backward in log space given clamp log-potentials ``clamp: [n, 2]`` (0 or
-    -inf)."""
+    """Forward-backward in log space given clamp log-potentials ``clamp: [n, 2]`` (0 or -inf)."""
     unary = jnp.asarray(fields)[:, None] * SPINS[None, :] + clamp
     pair = jnp.asarray(couplings)[:, None, None] * SPIN_PRODUCTS
 
@@ -97,17 +82,14 @@ def _off_value(x: Array, mask: Array) -> Array:
 
 
 def log_space_marginals(couplings: Array, fields: Array, x: Array, mask: Array) -> Array:
-    """Log conditional marginals ``[n, 2]`` given ``x`` on ``mask`` by forward-backward in log
-    space (:func:`log_messages`, pinned values clamped at -inf): any finite parameters."""
+    """Log conditional marginals ``[n, 2]`` given ``x`` on ``mask``, in log space."""
     clamp = jnp.where(_off_value(x, mask), -jnp.inf, 0.0)
     return log_messages(couplings, fields, clamp).log_marginals()
 
 
 def linear_space_marginals(couplings: Array, fields: Array, x: Array, mask: Array) -> Array:
-    """Log conditional marginals ``[n, 2]`` given ``x`` on ``mask`` by forward-backward in
-    linear space; exact only within :data:`LINEAR_SPACE_BOUND` (module docstring).  The steps
-    are written entry by entry (two values), which XLA runs on all the lanes of a batched
-    query at once."""
+    """Log conditional marginals ``[n, 2]`` given ``x`` on ``mask``, in linear space; exact only
+    within :data:`LINEAR_SPACE_BOUND`."""
     allowed = jnp.where(_off_value(x, mask), 0.0, 1.0)
     unary_log = jnp.asarray(fields)[:, None] * SPINS[None, :]
     unary = jnp.exp(unary_log - jnp.max(unary_log, axis=1, keepdims=True)) * allowed
@@ -137,20 +119,7 @@ def linear_space_marginals(couplings: Array, fields: Array, x: Array, mask: Arra
 
 def chain_log_marginals(couplings: Array, fields: Array, x: Array, mask: Array) -> Array:
     """Log conditional marginals ``[n, 2]`` given ``x`` on ``mask``: linear space within
-    :data:`LINEAR_SPACE_BOUND`, log space beyond it (or for non-finite parameters).
-
-    A free site between two pinned sites of opposite spins takes either value with
-    probability 1/2, for a weak coupling (linear space) as for a strong one (log space, where
-    linear space would divide 0 by 0):
-
-    >>> import jax.numpy as jnp, numpy as np
-    >>> x, mask = jnp.array([1, 0, 0]), jnp.array([True, False, True])
-    >>> for coupling in (0.5, 50.0):
-    ...     rows = chain_log_marginals(jnp.full(2, coupling), jnp.zeros(3), x, mask)
-    ...     print(np.exp(np.asarray(rows[1], float)).round(3).tolist())
-    [0.5, 0.5]
-    [0.5, 0.5]
-    """
+    :data:`LINEAR_SPACE_BOUND`, log space beyond it (or for non-finite parameters)."""
     couplings = jnp.asarray(couplings, jnp.float32)
     fields = jnp.asarray(fields, jnp.float32)
     size = 4.0 * jnp.max(jnp.abs(couplings), initial=0.0) + 2.0 * jnp.max(jnp.abs(fields))

@@ -1,10 +1,8 @@
 r"""Checks that an oracle's block form agrees with its set form, and has the right shape.
 
-An oracle that overrides ``log_conditionals`` with a one-pass implementation (declaring
-``scores_blocks``) must still answer the same conditionals as its ``log_marginals``: row
-:math:`j` of ``log_conditionals(x, ranks, sites, prefix_lengths)`` equals row ``sites[j]`` of
-``log_marginals(x, ranks < prefix_lengths[j])`` (docs/algorithm.md, section 2a).  A
-disagreement would make the samplers draw from neither form's law.
+Row :math:`j` of ``log_conditionals(x, ranks, sites, prefix_lengths)`` must equal row
+``sites[j]`` of ``log_marginals(x, ranks < prefix_lengths[j])`` (docs/algorithm.md, section 2a),
+else the samplers draw from neither form's law.
 """
 
 from __future__ import annotations
@@ -23,21 +21,14 @@ __all__ = ["check_block_form", "check_block_form_signature"]
 
 @jit_over_parameters
 def _block_form(oracle: AnyOrderOracle, x, ranks, sites, prefix_lengths) -> Array:
-    """``oracle.log_conditionals``, traced once per oracle structure and shapes (its weights
-    are arguments, traced or not:
-    :func:`~numpyro_autospec._core.parameters.jit_over_parameters`)."""
+    """``oracle.log_conditionals``, traced once per oracle structure and shapes."""
     return oracle.log_conditionals(x, ranks, sites, prefix_lengths)
 
 
 def check_block_form_signature(oracle: AnyOrderOracle, *, name: str = "oracle") -> None:
-    """Check abstractly (:func:`jax.eval_shape`) that ``oracle.log_conditionals`` maps
-    ``(int32[n], int32[n], int32[2], int32[2])`` to a float ``[2, q]`` array.
+    """Check abstractly that ``oracle.log_conditionals`` maps ``(int32[n], int32[n], int32[2],
+    int32[2])`` to a float ``[2, q]`` array, else raise :class:`OracleError`.
 
-    :raises OracleError: naming ``name``, the shape and the dtype it returned.
-
-    >>> import jax.numpy as jnp
-    >>> from numpyro_autospec.oracles import AnyOrderOracle, CurieWeissOracle
-    >>> check_block_form_signature(CurieWeissOracle(3, beta=0.5))  # passes: returns None
     >>> class OneRow(AnyOrderOracle):
     ...     num_positions, num_categories = 3, 2
     ...     def log_conditionals(self, x, ranks, sites, prefix_lengths):
@@ -49,12 +40,7 @@ def check_block_form_signature(oracle: AnyOrderOracle, *, name: str = "oracle") 
 shape (L, 2) = (2, 2) for L = 2 requested rows, got (2,)
     """
     n, q = oracle.num_positions, oracle.num_categories
-    specs = (
-        jax.ShapeDtypeStruct((n,), jnp.int32),
-        jax.ShapeDtypeStruct((n,), jnp.int32),
-        jax.ShapeDtypeStruct((2,), jnp.int32),
-        jax.ShapeDtypeStruct((2,), jnp.int32),
-    )
+    specs = tuple(jax.ShapeDtypeStruct((size,), jnp.int32) for size in (n, n, 2, 2))
     expected = (
         f"{name}: log_conditionals must return one array of shape (L, {q}) = (2, {q}) for "
         f"L = 2 requested rows"
@@ -81,12 +67,12 @@ def check_block_form(
     name: str = "oracle",
 ) -> None:
     """Compare ``oracle.log_conditionals`` with the block form derived from its
-    ``log_marginals`` on ``num_probes`` random inputs (random values, a random order, every
-    site in order with its own prefix length).
+    ``log_marginals`` on ``num_probes`` random inputs (random values, order and prefix lengths).
 
     :param oracle: a set-form oracle (``depends_on_order`` False).
-    :raises OracleError: naming the first probe, row and site where the two forms differ by
-        more than ``atol`` (probabilities compared, so ``-inf`` entries agree).
+    :param key: PRNG key of the probes (default ``jax.random.PRNGKey(0)``).
+    :param atol: tolerance on the probabilities (so ``-inf`` entries agree).
+    :raises OracleError: naming the first probe, row and site where the forms differ.
 
     >>> import jax.numpy as jnp
     >>> from numpyro_autospec.oracles import AnyOrderOracle, CurieWeissOracle

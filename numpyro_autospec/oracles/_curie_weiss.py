@@ -35,18 +35,11 @@ def _log_binomials(count: int) -> np.ndarray:
 
 def curie_weiss_log_marginals(beta: ArrayLike, h: ArrayLike, x: Array, mask: Array) -> Array:
     """Functional core of :class:`CurieWeissOracle` (``n = x.shape[0]``); ``beta`` and ``h``
-    may be traced.
+    may be traced: with site 1 pinned up, :math:`\\log p(s_0 = +1) = \\log\\sigma(\\beta)`, of slope
+    :math:`1 - \\sigma(1)` at :math:`\\beta = 1`:
 
-    Two sites, site 1 pinned up: :math:`p(s_0 = +1 \\mid s_1 = +1) = \\sigma(\\beta)`, and its
-    derivative in :math:`\\beta` through a traced ``beta``:
-
-    >>> import jax, numpy as np, jax.numpy as jnp
     >>> x, mask = jnp.array([0, 1]), jnp.array([False, True])
-    >>> rows = curie_weiss_log_marginals(1.0, 0.0, x, mask)
-    >>> rows.shape, np.exp(np.asarray(rows[0], float)).round(3).tolist()
-    ((2, 2), [0.269, 0.731])
-    >>> slope = jax.grad(lambda beta: curie_weiss_log_marginals(beta, 0.0, x, mask)[0, 1])(1.0)
-    >>> round(float(slope), 3)  # 1 - sigma(1)
+    >>> round(float(jax.grad(lambda b: curie_weiss_log_marginals(b, 0.0, x, mask)[0, 1])(1.0)), 3)
     0.269
     """
     x, mask = jnp.asarray(x), jnp.asarray(mask, bool)
@@ -55,8 +48,7 @@ def curie_weiss_log_marginals(beta: ArrayLike, h: ArrayLike, x: Array, mask: Arr
     others = jnp.maximum(n - 1 - jnp.sum(mask.astype(jnp.int32)), 0)
     ups = jnp.arange(n, dtype=jnp.int32)  # up-spins among the other free sites
     valid = ups <= others
-    # log C(r, j) up to the constant lgamma(r + 1), left out: at n ~ 1e4 it is ~1e5, and adding
-    # it would round every term to float32's spacing there (~1e-2).
+    # log C(r, j) without the constant lgamma(r + 1), which would cost float32 precision
     log_binomial = -gammaln((ups + 1).astype(jnp.float32)) - gammaln(
         (jnp.where(valid, others - ups, 0) + 1).astype(jnp.float32)
     )
@@ -64,8 +56,7 @@ def curie_weiss_log_marginals(beta: ArrayLike, h: ArrayLike, x: Array, mask: Arr
     # (beta/2n)(T+s)^2 + h(T+s) = [(beta/2n) T^2 + hT] + s (beta T/n + h) + const.
     common = log_binomial + beta / (2 * n) * rest_sum**2 + h * rest_sum
     common = jnp.where(valid, common, -jnp.inf)
-    # Terms reach ~n in size: center them so both logsumexps below are O(1) and keep float32
-    # precision (the rounding of ``common`` is shared by both spins and cancels to first order).
+    # terms reach ~n in size: centered, so both logsumexps keep float32 precision
     common = common - jnp.max(common)
     tilt = beta / n * rest_sum + h
     row = jnp.stack([jax.nn.logsumexp(common - tilt), jax.nn.logsumexp(common + tilt)])
@@ -73,45 +64,28 @@ def curie_weiss_log_marginals(beta: ArrayLike, h: ArrayLike, x: Array, mask: Arr
     return jnp.broadcast_to(row[None, :], (n, 2))
 
 
-#: elements of one chunk of the block form's ``[rows, n]`` computation: 4 MB of float32, so a
-#: chunk's intermediates stay in cache (at n = 4096, 4095 rows take 23 ms, 30 ms in chunks of
-#: 2^22; four windows of 1023 rows under ``vmap`` 31 ms, 65 ms in chunks of 2^22)
+#: elements of one chunk of the block form's ``[rows, n]`` computation (4 MB, stays in cache)
 _CHUNK_ELEMENTS = 1 << 20
 
-#: up to this many rows, the block form sums each row's pinned spins by one masked sum
-#: (``O(Ln)``); beyond, it scatters the spins into the order and takes one prefix sum
-#: (``O(n)``), which costs about what five masked sums do on the CPU (one row at n = 4096:
-#: 6.5 us against 29 us; a sequential step there went from 56 us to about 30 us, with the
-#: constant log-factorial table)
+#: up to this many rows, one masked sum per row (``O(Ln)``) beats a prefix sum (``O(n)``)
 _MASKED_ROWS = 4
 
 
 @functools.lru_cache(maxsize=16)
 def _log_factorials(count: int) -> np.ndarray:
-    """``log k!`` for ``k = 0..count`` (float32, from float64): a constant of the program,
-    not ``count + 1`` evaluations of ``lgamma`` in every call."""
+    """``log k!`` for ``k = 0..count`` (float32, from float64), a constant of the program."""
     return np.array([math.lgamma(k + 1.0) for k in range(count + 1)], np.float32)
 
 
 def curie_weiss_log_conditionals(
-    beta: ArrayLike,
-    h: ArrayLike,
-    x: Array,
-    ranks: Array,
-    sites: Array,
-    prefix_lengths: Array,
+    beta: ArrayLike, h: ArrayLike, x: Array, ranks: Array, sites: Array, prefix_lengths: Array
 ) -> Array:
     r"""Block form of :func:`curie_weiss_log_marginals` in one pass: ``[L, 2]``.
 
-    Row :math:`j` depends on its prefix only through the number :math:`c_j` of pinned sites
-    (the prefix length) and their spin sum :math:`M_j`: one masked sum per row for a few rows,
-    else a cumulative sum of the spins along the order
-    (:func:`~numpyro_autospec._core.prefix_sums.prefix_sum`).  Each row is then the same
-    :math:`O(n)`
-    logsumexp as in :func:`curie_weiss_log_marginals`, with log-factorials from one constant
-    table of :math:`n + 1` entries instead of two ``lgamma`` per term: :math:`O(n + Ln)` time
-    for ``L`` rows, in chunks of about :math:`2^{20}/n` rows so that memory stays
-    :math:`O(2^{20} + n + L)`."""
+    Row :math:`j` depends on its prefix only through the prefix length and the pinned spin sum
+    :math:`M_j` (a cumulative sum along the order); each row is then the :math:`O(n)` logsumexp
+    of :func:`curie_weiss_log_marginals`: :math:`O(n + Ln)` time, in chunks of about
+    :math:`2^{20}/n` rows."""
     x = jnp.asarray(x)
     n = x.shape[0]
     ranks, prefix_lengths = block_indices(ranks, prefix_lengths, n)
@@ -128,8 +102,6 @@ def curie_weiss_log_conditionals(
     ups = jnp.arange(n, dtype=jnp.int32)[None, :]
 
     def rows_of(lengths_and_sums: tuple[Array, Array]) -> Array:
-        """``[C, 2]`` conditionals for ``C`` prefix lengths and their pinned spin sums (a
-        ``[C, n]`` computation)."""
         lengths, pinned_sum = lengths_and_sums
         others = jnp.maximum(n - 1 - lengths, 0)
         valid = ups <= others[:, None]
@@ -146,7 +118,6 @@ def curie_weiss_log_conditionals(
             axis=1,
         )
 
-    # rows in chunks of about 2^20 / n: memory O(2^20) floats however many rows are asked
     chunk = max(1, min(num_rows, _CHUNK_ELEMENTS // n))
     if chunk >= num_rows:
         rows = rows_of((prefix_lengths, pinned_sums))
@@ -161,8 +132,7 @@ def curie_weiss_log_conditionals(
     return rows - jax.nn.logsumexp(rows, axis=1, keepdims=True)
 
 
-# Classes call the core through ``jit``: an eager call compiles once per shape instead of op by
-# op; inside an outer ``jit`` or ``vmap`` the inner ``jit`` is simply inlined.
+# through ``jit``: an eager call compiles once per shape (inlined inside an outer ``jit``)
 _jitted_log_marginals = jax.jit(curie_weiss_log_marginals)
 _jitted_log_conditionals = jax.jit(curie_weiss_log_conditionals)
 
@@ -171,7 +141,7 @@ _jitted_log_conditionals = jax.jit(curie_weiss_log_conditionals)
 class CurieWeissOracle(AnyOrderOracle):
     r"""The Curie-Weiss model on :math:`\{0, 1\}^n` with exact any-order conditionals.
 
-    Spins :math:`s_i = 2x_i - 1`, magnetization :math:`M = \sum_i s_i`, and
+    Spins :math:`s_i = 2x_i - 1`, magnetization :math:`M = \sum_i s_i`:
 
     .. math:: \mu(x) \propto \exp\Big(\frac{\beta}{2n} M^2 + h M\Big).
 
@@ -182,21 +152,13 @@ class CurieWeissOracle(AnyOrderOracle):
     .. math:: \mu(s_i = s \mid x_S) \propto \sum_{j=0}^{r} \binom{r}{j}
         \exp\Big(\frac{\beta}{2n} (T_j + s)^2 + h (T_j + s)\Big),
 
-    a logsumexp over :math:`j` with log-binomials from ``lgamma``: :math:`O(n)` time and memory
-    per query, shared by all free sites (rows of pinned sites hold the same row).  The terms
-    are centered before the logsumexps, so in float32 the probabilities stay accurate to about
-    :math:`10^{-5}` at :math:`n = 16384`, in the ordered phase too.
-
-    At the critical point :math:`\beta = 1` the magnetization fluctuates like :math:`n^{3/4}`.
+    a logsumexp over :math:`j`: :math:`O(n)` per query, shared by all free sites (pinned sites'
+    rows are the same row), one pass per block (:func:`curie_weiss_log_conditionals`).
     Mean-field targets illustrate the pinning lemma of Anari et al., "Parallel Sampling via
-    Autospeculation" (arXiv:2511.07869): pinning a random set of sites leaves the other
-    conditionals nearly independent, the source of the :math:`\tilde O(\sqrt n)` rounds.
-
-    The oracle is a pytree with leaves :math:`\beta` and :math:`h` (identity equality):
-    both may be traced, e.g. ``beta = numpyro.sample("beta", ...)``.  Concrete values are
-    checked on the host; traced ones are not clipped (a non-finite :math:`\beta` gives NaN
-    answers, which the engine's answer validation reports).  The exact laws
-    (:meth:`magnetization_log_probs`) need concrete parameters.
+    Autospeculation" (arXiv:2511.07869), the source of the :math:`\tilde O(\sqrt n)` rounds.
+    :math:`\beta` and :math:`h` are pytree leaves and may be traced, e.g. ``beta =
+    numpyro.sample("beta", ...)``; the exact laws (:meth:`magnetization_log_probs`) need them
+    concrete.
 
     :param num_positions: :math:`n \ge 1` (static).
     :param beta: inverse temperature :math:`\beta`, a finite scalar (may be traced).
@@ -212,9 +174,8 @@ class CurieWeissOracle(AnyOrderOracle):
     """
 
     num_categories: int = 2
-    #: one pass over the order scores a whole block (:func:`curie_weiss_log_conditionals`)
     scores_blocks = True
-    #: a row is an O(n) sum over the free magnetization: calls of few rows waste nothing
+    #: a row is an O(n) sum over the free magnetization
     rows_per_call = 16
 
     def __init__(self, num_positions: int, beta: ArrayLike, h: ArrayLike = 0.0) -> None:
@@ -237,22 +198,18 @@ class CurieWeissOracle(AnyOrderOracle):
     def log_conditionals(
         self, x: Array, ranks: Array, sites: Array, prefix_lengths: Array
     ) -> Array:
-        """``[L, 2]`` conditionals of ``sites`` given the prefixes of the order, in one pass
-        (:func:`curie_weiss_log_conditionals`)."""
+        """``[L, 2]`` block form in one pass (:func:`curie_weiss_log_conditionals`)."""
         return _jitted_log_conditionals(self.beta, self.h, x, ranks, sites, prefix_lengths)
 
     def magnetization_log_probs(self) -> np.ndarray:
-        r"""Exact law of the number of up spins :math:`k = \sum_i x_i`, ``k = 0..n``.
-
-        Entry ``k`` is :math:`\log P(M = 2k - n)`, float64, shape ``[n + 1]``.
-        """
+        r"""Exact law of the number of up spins: entry ``k = 0..n`` is :math:`\log P(M = 2k - n)`,
+        float64, shape ``[n + 1]``."""
         n = self.num_positions
         return self.magnetization_log_probs_given(np.zeros(n, np.int32), np.zeros(n, bool))
 
     def magnetization_log_probs_given(self, values: ArrayLike, mask: ArrayLike) -> np.ndarray:
-        r"""Exact law of the number of up spins among the free sites given the pinned ones.
-
-        With :math:`f = n - |S|` free sites, entry ``k = 0..f`` is
+        r"""Exact law of the number of up spins among the :math:`f = n - |S|` free sites given the
+        pinned ones: entry ``k = 0..f`` is
         :math:`\log P(\sum_{i \notin S} x_i = k \mid x_S) \propto \log\binom{f}{k}
         + \frac{\beta}{2n}(M_S + 2k - f)^2 + h(2k - f)`, float64, shape ``[f + 1]``.
 
@@ -274,10 +231,8 @@ class CurieWeissOracle(AnyOrderOracle):
         return log_weights - np.logaddexp.reduce(log_weights)
 
     def log_prob(self, x: ArrayLike) -> Array:
-        r"""Exact joint log-probability of ``x: [..., n]``:
-        :math:`\log P(K = k) - \log\binom{n}{k}` with :math:`k = \sum_i x_i`, i.e.
-        :math:`\frac{\beta}{2n} M^2 + hM - \log Z`.  In float64 on the host for concrete
-        parameters, in the program (float32) for traced ones."""
+        r"""Exact joint log-probability of ``x: [..., n]``,
+        :math:`\frac{\beta}{2n} M^2 + hM - \log Z` (float64 on the host unless traced)."""
         x = jnp.asarray(x)
         n = self.num_positions
         if is_traced((self.beta, self.h)):

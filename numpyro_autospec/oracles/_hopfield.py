@@ -8,12 +8,7 @@ import numpy as np
 from jax import Array
 from jax.typing import ArrayLike
 
-from numpyro_autospec._core.parameters import (
-    is_traced,
-    real_parameter,
-    register_parameters,
-    shown,
-)
+from numpyro_autospec._core.parameters import is_traced, real_parameter, register_parameters, shown
 from numpyro_autospec._core.prefix_sums import prefix_sum
 from numpyro_autospec.errors import OracleError
 from numpyro_autospec.oracles._base import AnyOrderOracle, block_indices
@@ -25,18 +20,7 @@ def hopfield_log_marginals(
     patterns: Array, beta: ArrayLike, h: ArrayLike, x: Array, mask: Array
 ) -> Array:
     """Functional core of :class:`HopfieldOracle`: ``[n, 2]`` log conditionals, column 0 for
-    :math:`s_i = -1` and column 1 for :math:`s_i = +1`; every argument may be traced.
-
-    One pattern :math:`\\xi = (1, 1)`, site 1 pinned up: the overlap is :math:`m = 1/2`, the
-    field at site 0 is :math:`\\beta m = 1/2` and :math:`p(s_0 = +1) = \\sigma(1)`:
-
-    >>> import numpy as np, jax.numpy as jnp
-    >>> patterns = jnp.array([[1.0, 1.0]])
-    >>> rows = hopfield_log_marginals(
-    ...     patterns, 1.0, 0.0, jnp.array([0, 1]), jnp.array([False, True]))
-    >>> np.exp(np.asarray(rows[0], float)).round(3).tolist()
-    [0.269, 0.731]
-    """
+    :math:`s_i = -1` and column 1 for :math:`s_i = +1`; every argument may be traced."""
     patterns = jnp.asarray(patterns, jnp.float32)
     spins = jnp.where(jnp.asarray(mask, bool), 2.0 * jnp.asarray(x, jnp.float32) - 1.0, 0.0)
     overlaps = (patterns @ spins) / patterns.shape[1]
@@ -53,30 +37,15 @@ def hopfield_log_conditionals(
     sites: Array,
     prefix_lengths: Array,
 ) -> Array:
-    r"""Block form of :func:`hopfield_log_marginals` in one pass: ``[L, 2]`` (the oracle
-    protocol's block form, docs/algorithm.md, section 2a; Anari et al., arXiv:2511.07869);
-    every argument may be traced.
-
-    Row :math:`j` depends on its prefix only through the overlaps :math:`m_r` of the sites of
-    rank below :math:`\ell_j`, read off a cumulative sum along the order:
+    r"""Block form of :func:`hopfield_log_marginals` in one pass: ``[L, 2]``; every argument may
+    be traced.  Row :math:`j` depends on its prefix only through the overlaps, read off a
+    cumulative sum along the order:
 
     .. math:: m_r(\ell) = \frac1n \sum_{t < \ell} \xi_{r\sigma(t)}\, s_{\sigma(t)}, \qquad
         \log p(s_{s_j} = s \mid \cdot) = \log\sigma\Big(2s\,\big(h + \beta \sum_r
         \xi_{r s_j}\, m_r(\ell_j)\big)\Big).
 
-    :math:`O(nR + LR)` time and memory for ``L`` rows, against :math:`O(LnR)` for ``L``
-    evaluations of the set form.  Rows of pinned sites follow the same formula, as in
-    :func:`hopfield_log_marginals`.
-
-    >>> import numpy as np, jax.numpy as jnp
-    >>> patterns = jnp.array([[1.0, -1.0, 1.0], [1.0, 1.0, -1.0]])
-    >>> x, ranks = jnp.array([1, 0, 1]), jnp.array([2, 0, 1])  # order: site 1, 2, 0
-    >>> rows = hopfield_log_conditionals(patterns, 1.5, 0.1, x, ranks,
-    ...     sites=jnp.array([0, 0]), prefix_lengths=jnp.array([0, 2]))
-    >>> expected = hopfield_log_marginals(patterns, 1.5, 0.1, x, jnp.array([False, True, True]))
-    >>> bool(np.allclose(rows[1], expected[0], atol=1e-6))
-    True
-    """
+    :math:`O(nR + LR)` time and memory for ``L`` rows."""
     patterns = jnp.asarray(patterns, jnp.float32)
     n = patterns.shape[1]
     ranks, prefix_lengths = block_indices(ranks, prefix_lengths, n)
@@ -89,8 +58,7 @@ def hopfield_log_conditionals(
     return jnp.stack([jax.nn.log_sigmoid(-2.0 * field), jax.nn.log_sigmoid(2.0 * field)], -1)
 
 
-# Classes call the core through ``jit``: an eager call compiles once per shape instead of op by
-# op; inside an outer ``jit`` or ``vmap`` the inner ``jit`` is simply inlined.
+# through ``jit``: an eager call compiles once per shape (inlined inside an outer ``jit``)
 _jitted_log_marginals = jax.jit(hopfield_log_marginals)
 _jitted_log_conditionals = jax.jit(hopfield_log_conditionals)
 
@@ -99,23 +67,19 @@ _jitted_log_conditionals = jax.jit(hopfield_log_conditionals)
 class HopfieldOracle(AnyOrderOracle):
     r"""A logistic any-order model built on Hopfield patterns; inconsistent like a network.
 
-    Patterns :math:`\xi \in \{-1, +1\}^{R \times n}`, spins :math:`s_i = 2x_i - 1`.  The
-    conditional of a site uses only the pinned sites :math:`S`, as a masked network would:
+    Patterns :math:`\xi \in \{-1, +1\}^{R \times n}`, spins :math:`s_i = 2x_i - 1`, pinned sites
+    :math:`S` (as a masked network sees them), :math:`\sigma` the logistic function:
 
     .. math:: \log p(s_i = s \mid x_S) = \log \sigma\Big(2s\,\big(h + \beta \sum_{r=1}^{R}
         \xi_{ri}\, m_r\big)\Big), \qquad m_r = \frac1n \sum_{j \in S} \xi_{rj} s_j,
 
-    with :math:`\sigma` the logistic function; :math:`O(nR)` per query.  A block of ``L`` rows
-    is one :math:`O(nR + LR)` pass (:func:`hopfield_log_conditionals`, declared
-    ``scores_blocks``).  These conditionals
-    come from no single joint, so the sampler's law is that of sequential any-order sampling
-    with the same order (docs/algorithm.md, section 2a).  With many patterns, the field change that
-    drafted sites cause at a later site has a random sign: site-by-site errors partly cancel
-    over a block, a target where sequence-level acceptance (Anari et al., arXiv:2511.07869)
-    keeps long blocks while site-by-site verification stops early.
-
-    The oracle is a pytree with leaves :math:`\xi`, :math:`\beta` and :math:`h`: all may be
-    traced (only the shapes are static); concrete values are checked.
+    :math:`O(nR)` per query, one :math:`O(nR + LR)` pass for a block of ``L`` rows
+    (:func:`hopfield_log_conditionals`).  These conditionals come from no single joint, so the
+    sampler's law is that of sequential any-order sampling (docs/algorithm.md, section 2a).
+    With many patterns, site-by-site errors have random signs and partly cancel over a block:
+    sequence-level acceptance (Anari et al., arXiv:2511.07869) keeps long blocks where
+    site-by-site verification stops early.  A pytree: :math:`\xi`, :math:`\beta` and :math:`h`
+    may be traced; concrete values are checked.
 
     :param patterns: :math:`\xi`, shape ``[R, n]``, entries :math:`\pm 1`.
     :param beta: coupling strength :math:`\beta`, a finite scalar.
@@ -131,7 +95,6 @@ class HopfieldOracle(AnyOrderOracle):
     """
 
     num_categories: int = 2
-    #: one cumulative pass over the order scores a whole block (:func:`hopfield_log_conditionals`)
     scores_blocks = True
 
     def __init__(self, patterns: ArrayLike, beta: ArrayLike, h: ArrayLike = 0.0) -> None:
@@ -174,8 +137,7 @@ class HopfieldOracle(AnyOrderOracle):
     def log_conditionals(
         self, x: Array, ranks: Array, sites: Array, prefix_lengths: Array
     ) -> Array:
-        """``[L, 2]`` conditionals of ``sites`` given the prefixes of the order, in one pass
-        (:func:`hopfield_log_conditionals`)."""
+        """``[L, 2]`` block form in one pass (:func:`hopfield_log_conditionals`)."""
         return _jitted_log_conditionals(
             self.patterns, self.beta, self.h, x, ranks, sites, prefix_lengths
         )

@@ -24,36 +24,14 @@ __all__ = ["IsingChainOracle", "ising_chain_log_conditionals", "ising_chain_log_
 
 def ising_chain_log_marginals(couplings: Array, fields: Array, x: Array, mask: Array) -> Array:
     """Functional core of :class:`IsingChainOracle`: conditionals ``[n, 2]`` given ``x`` on
-    ``mask``; the couplings ``[n - 1]`` and fields ``[n]`` may be traced.
-
-    Two sites with coupling :math:`J = 1/2` and no field, site 1 pinned up:
-    :math:`p(s_0 = +1 \\mid s_1 = +1) = \\sigma(2J)`, and the pinned site's row is a point mass:
-
-    >>> import numpy as np, jax.numpy as jnp
-    >>> rows = ising_chain_log_marginals(
-    ...     jnp.array([0.5]), jnp.zeros(2), jnp.array([0, 1]), jnp.array([False, True]))
-    >>> np.exp(np.asarray(rows, float)).round(3).tolist()
-    [[0.269, 0.731], [0.0, 1.0]]
-    """
+    ``mask``; the couplings ``[n - 1]`` and fields ``[n]`` may be traced."""
     return chain_log_marginals(couplings, fields, x, mask)
 
 
-def _log_matmul(left: Array, right: Array) -> Array:
-    """Matrix product in the log semiring over the last two axes: ``logsumexp_u l[a, u] +
-    r[u, b]``."""
-    return jax.nn.logsumexp(left[..., :, :, None] + right[..., None, :, :], axis=-2)
-
-
 def _transfer_table(couplings: Array, fields: Array) -> Array:
-    r"""Log transfer matrices of every aligned power-of-two run of steps of the padded chain.
-
-    The chain is padded with two virtual sites, index 0 before site 0 and index :math:`n + 1`
-    after site :math:`n - 1`, joined by zero couplings; step :math:`t` goes from padded site
-    :math:`t` to :math:`t + 1`, with :math:`T_t(s, s') = J'_t s s' + h'_{t+1} s'` (the field of
-    the site it enters).  Level :math:`k` holds :math:`T_t \otimes \dots \otimes
-    T_{t + 2^k - 1}` for every start :math:`t` (log-semiring products, identity past the end),
-    each shifted by a constant (its maximum): ``[K, n + 1, 2, 2]``, :math:`K` the bit length of
-    :math:`n + 1`."""
+    r"""Log transfer matrices of the padded chain (a virtual site at each end, zero couplings):
+    level :math:`k`, start :math:`t` is the shifted log-semiring product
+    :math:`T_t \cdots T_{t + 2^k - 1}`, ``[K, n + 1, 2, 2]``."""
     zero = jnp.zeros(1, jnp.float32)
     padded_couplings = jnp.concatenate([zero, jnp.asarray(couplings, jnp.float32), zero])
     entered_fields = jnp.concatenate([jnp.asarray(fields, jnp.float32), zero])
@@ -66,17 +44,14 @@ def _transfer_table(couplings: Array, fields: Array) -> Array:
 
 
 def _normalized_log_matmul(left: Array, right: Array) -> Array:
-    """:func:`_log_matmul` shifted by each product's maximum."""
-    product = _log_matmul(left, right)
+    """Matrix product in the log semiring over the last two axes, shifted by its maximum."""
+    product = jax.nn.logsumexp(left[..., :, :, None] + right[..., None, :, :], axis=-2)
     return product - jnp.max(product, axis=(-2, -1), keepdims=True)
 
 
 def _doubling_levels(first: Array, fill: Array, combine) -> Array:
-    """Sparse-table levels along the leading axis: level 0 is ``first``, level ``k`` combines
-    each entry ``i`` of level ``k - 1`` with its entry ``i + 2^(k-1)`` (``fill`` past the end):
-    ``[K, len(first), ...]``, ``K`` the bit length of ``len(first)``.  One loop, not unrolled:
-    the oracle is inlined wherever the engine asks for conditionals, and unrolled levels made
-    that program several times larger."""
+    """Sparse-table levels: level ``k`` combines entries ``i`` and ``i + 2^(k-1)`` of level
+    ``k - 1`` (``fill`` past the end).  A loop, not unrolled, to keep the program small."""
     size = first.shape[0]
     padding = jnp.broadcast_to(fill, first.shape)
 
@@ -90,50 +65,22 @@ def _doubling_levels(first: Array, fill: Array, combine) -> Array:
     return jnp.concatenate([first[None], levels])
 
 
-def _rank_minima(padded_ranks: Array) -> Array:
-    """Sparse table of range minima: level ``k``, entry ``i`` is the least rank among padded
-    sites ``i .. i + 2^k - 1`` (the int32 maximum past the end), ``[K, n + 2]``."""
-    return _doubling_levels(padded_ranks, jnp.iinfo(jnp.int32).max, jnp.minimum)
-
-
 def ising_chain_log_conditionals(
-    couplings: Array,
-    fields: Array,
-    x: Array,
-    ranks: Array,
-    sites: Array,
-    prefix_lengths: Array,
+    couplings: Array, fields: Array, x: Array, ranks: Array, sites: Array, prefix_lengths: Array
 ) -> Array:
-    r"""Block form of :func:`ising_chain_log_marginals`: ``[L, 2]`` conditionals in one call
-    (the oracle protocol's block form, docs/algorithm.md, section 2a; Anari et al.,
-    arXiv:2511.07869); the couplings and fields may be traced.
-
-    By the Markov property of the chain, row :math:`j` (site :math:`s = s_j`, pinned set
-    :math:`S_j = \{i : \text{ranks}[i] < \ell_j\}`) depends only on the nearest pinned sites
-    :math:`a < s < b` (or the ends of the chain):
+    r"""Block form of :func:`ising_chain_log_marginals`: ``[L, 2]`` conditionals in one call;
+    the couplings and fields may be traced.  By the Markov property, row :math:`j` (site
+    :math:`s = s_j`, pinned set :math:`S_j = \{i : \text{ranks}[i] < \ell_j\}`) depends only
+    on the nearest pinned sites :math:`a < s < b` (or the ends of the chain):
 
     .. math:: \mu(s_s = v \mid x_{S_j}) \propto G_{a,s}(s_a, v)\, G_{s,b}(v, s_b), \qquad
         G_{a,s} = T_a T_{a+1} \cdots T_{s-1},
 
     with :math:`T_t(u, v) = e^{J_t u v + h_{t+1} v}` the transfer matrices of the chain padded
-    by two always-pinned virtual sites with zero couplings.  The neighbours :math:`a, b` are
-    found by binary lifting on a sparse table of range minima of the ranks, the products
-    :math:`G` from the :math:`O(\log n)` power-of-two runs of transfer matrices that tile
-    :math:`[a, s)` and :math:`[s, b)`, in log space and renormalized after every product.  A
-    pinned site's row is the point mass on its value, as in :func:`ising_chain_log_marginals`.
-    Time and memory :math:`O(n \log n + L \log n)` (the transfer table depends on the
-    parameters only, so under ``vmap`` over queries it is built once), against :math:`L`
-    forward-backward passes of :math:`n` sequential steps for the derived block form.
-
-    >>> import numpy as np, jax.numpy as jnp
-    >>> couplings, fields = jnp.array([0.5, -0.3]), jnp.array([0.1, 0.0, -0.2])
-    >>> x, ranks = jnp.array([1, 0, 0]), jnp.array([0, 2, 1])  # order: site 0, 2, 1
-    >>> rows = ising_chain_log_conditionals(couplings, fields, x, ranks,
-    ...     sites=jnp.array([1, 1]), prefix_lengths=jnp.array([1, 2]))
-    >>> expected = ising_chain_log_marginals(couplings, fields, x, jnp.array([True, False, True]))
-    >>> bool(np.allclose(rows[1], expected[1], atol=1e-6))
-    True
-    """
+    by two always-pinned virtual sites.  The neighbours are found by binary lifting on a sparse
+    table of range minima of the ranks, :math:`G` from the :math:`O(\log n)` power-of-two runs
+    of transfer matrices tiling :math:`[a, s)` and :math:`[s, b)`, renormalized after every
+    product: :math:`O(n \log n + L \log n)`.  A pinned site's row is a point mass."""
     x = jnp.asarray(x, jnp.int32)
     n = x.shape[0]
     ranks, prefix_lengths = block_indices(ranks, prefix_lengths, n)
@@ -142,16 +89,15 @@ def ising_chain_log_conditionals(
     virtual = jnp.full(1, -1, jnp.int32)
     padded_ranks = jnp.concatenate([virtual, ranks, virtual])  # virtual sites always pinned
     padded_values = jnp.concatenate([jnp.zeros(1, jnp.int32), x, jnp.zeros(1, jnp.int32)])
-    minima = _rank_minima(padded_ranks)  # [K', n + 2]
+    # sparse table of range minima of the ranks, [K', n + 2]
+    minima = _doubling_levels(padded_ranks, jnp.iinfo(jnp.int32).max, jnp.minimum)
     size = n + 2
     here = sites + 1  # padded index of each row's site
 
-    # binary lifting and message passing over the levels, largest first, as loops (see
-    # _doubling_levels)
+    # binary lifting and message passing over the levels, largest first, as loops
     num_minima, num_levels = minima.shape[0], table.shape[0]
 
     def move_left(i: int, start: Array) -> Array:
-        """Nearest pinned site left of ``here``: move ``start`` left over unpinned runs."""
         k = num_minima - 1 - i
         candidate = start - jnp.left_shift(1, k)
         unpinned = minima[k, jnp.maximum(candidate, 0)] >= prefix_lengths
@@ -173,7 +119,7 @@ def ising_chain_log_conditionals(
         return messages - jnp.max(messages, axis=-1, keepdims=True)
 
     def forward_run(i: int, carry: tuple[Array, Array]) -> tuple[Array, Array]:
-        """Forward message from the left neighbour: the runs tiling ``[left, here)``."""
+        # forward message from the left neighbour: the runs tiling [left, here)
         forward, position = carry
         k = num_levels - 1 - i
         take = (jnp.right_shift(here - left, k) & 1) == 1
@@ -183,7 +129,7 @@ def ising_chain_log_conditionals(
         return forward, jnp.where(take, position + jnp.left_shift(1, k), position)
 
     def backward_run(i: int, carry: tuple[Array, Array]) -> tuple[Array, Array]:
-        """Backward message from the right neighbour: the runs tiling ``[here, right)``."""
+        # backward message from the right neighbour: the runs tiling [here, right)
         backward, position = carry
         k = num_levels - 1 - i
         take = (jnp.right_shift(right - here, k) & 1) == 1
@@ -206,8 +152,7 @@ def ising_chain_log_conditionals(
     return jnp.where(pinned[:, None], point_mass(x[sites]), rows)
 
 
-# Classes call the core through ``jit``: an eager call compiles once per shape instead of op by
-# op; inside an outer ``jit`` or ``vmap`` the inner ``jit`` is simply inlined.
+# through ``jit``: an eager call compiles once per shape (inlined inside an outer ``jit``)
 _jitted_log_marginals = jax.jit(ising_chain_log_marginals)
 _jitted_log_conditionals = jax.jit(ising_chain_log_conditionals)
 _jitted_messages = jax.jit(log_messages)
@@ -216,17 +161,10 @@ _jitted_messages = jax.jit(log_messages)
 @register_parameters(("couplings", "fields"), ("num_positions",))
 class IsingChainOracle(AnyOrderOracle):
     r"""The Ising chain on :math:`\{0, 1\}^n`, spins :math:`s_i = 2x_i - 1`:
+    :math:`\mu(s) \propto \exp(\sum_{i=0}^{n-2} J_i s_i s_{i+1} + \sum_{i=0}^{n-1} h_i s_i)`.
 
-    .. math:: \mu(s) \propto \exp\Big(\sum_{i=0}^{n-2} J_i s_i s_{i+1} + \sum_{i=0}^{n-1} h_i s_i
-        \Big).
-
-    The block form (:meth:`log_conditionals`, declared ``scores_blocks``) answers a whole block
-    in one call from messages between each site's nearest pinned neighbours
-    (:func:`ising_chain_log_conditionals`).
-
-    Conditionals given pinned sites :math:`S` come from forward-backward in log space
-    (:func:`jax.lax.scan`) with the pinned sites clamped by the unary potential
-    :math:`u_i(s) = h_i s + c_i(s)`, :math:`c_i(s) = -\infty` if :math:`i \in S` and
+    Conditionals given pinned sites :math:`S` come from forward-backward with the unary
+    potential :math:`u_i(s) = h_i s + c_i(s)`, :math:`c_i(s) = -\infty` if :math:`i \in S` and
     :math:`s \ne s_i`, else 0:
 
     .. math:: \alpha_0 = u_0, \quad
@@ -234,14 +172,12 @@ class IsingChainOracle(AnyOrderOracle):
         \beta_{n-1} = 0, \quad
         \beta_i(s) = \log\sum_{s'} e^{J_i s s' + u_{i+1}(s') + \beta_{i+1}(s')},
 
-    :math:`\mu(s_i = s \mid x_S) \propto e^{\alpha_i(s) + \beta_i(s)}`.  Messages are
-    renormalized at every step, so large chains keep float32 precision.  :math:`O(n)` per
-    query.  Where :math:`4 \max_i |J_i| + 2 \max_i |h_i| \le 64` the same recursion runs in
-    linear space, several times faster on a CPU and equal to float32 rounding
-    (:mod:`numpyro_autospec.oracles._chain_messages` says why).
-
-    The oracle is a pytree with leaves :math:`J` and :math:`h`: both may be traced (only the
-    shapes are static); concrete values must be finite.
+    :math:`\mu(s_i = s \mid x_S) \propto e^{\alpha_i(s) + \beta_i(s)}`, renormalized at every
+    step: :math:`O(n)` per query (in linear space, faster, where
+    :math:`4 \max_i |J_i| + 2 \max_i |h_i| \le 64`).  The block form answers a whole block in
+    one call from messages between each site's nearest pinned neighbours
+    (:func:`ising_chain_log_conditionals`).  A pytree: :math:`J` and :math:`h` may be traced;
+    concrete values must be finite.
 
     :param couplings: :math:`J`, shape ``[n - 1]``.
     :param fields: :math:`h`, shape ``[n]``.
@@ -256,7 +192,6 @@ class IsingChainOracle(AnyOrderOracle):
     """
 
     num_categories: int = 2
-    #: one call scores a whole block (:func:`ising_chain_log_conditionals`)
     scores_blocks = True
 
     def __init__(self, couplings: ArrayLike, fields: ArrayLike) -> None:
@@ -296,9 +231,7 @@ class IsingChainOracle(AnyOrderOracle):
     def log_conditionals(
         self, x: Array, ranks: Array, sites: Array, prefix_lengths: Array
     ) -> Array:
-        """``[L, 2]`` conditionals of ``sites`` given the prefixes of the order, in one call:
-        messages between each site's nearest pinned neighbours
-        (:func:`ising_chain_log_conditionals`)."""
+        """``[L, 2]`` block form in one call (:func:`ising_chain_log_conditionals`)."""
         return _jitted_log_conditionals(
             self.couplings, self.fields, x, ranks, sites, prefix_lengths
         )
@@ -322,11 +255,7 @@ class IsingChainOracle(AnyOrderOracle):
         return np.exp(np.asarray(self._unclamped().log_marginals(), np.float64))
 
     def bond_expectations(self) -> np.ndarray:
-        r"""Exact unconditional :math:`E[s_i s_{i+1}]`, float64 numpy of shape ``[n - 1]``.
-
-        The pair law is :math:`P(s_i, s_{i+1}) \propto e^{\alpha_i(s_i) + J_i s_i s_{i+1}
-        + u_{i+1}(s_{i+1}) + \beta_{i+1}(s_{i+1})}`.
-        """
+        r"""Exact unconditional :math:`E[s_i s_{i+1}]`, float64 numpy of shape ``[n - 1]``."""
         messages = self._unclamped()
         after = messages.unary[1:] + messages.backward[1:]
         joint = messages.forward[:-1, :, None] + messages.pair + after[:, None, :]

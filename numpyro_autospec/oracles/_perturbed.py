@@ -37,18 +37,7 @@ def _logsumexp(values: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
 
 def perturbed_log_marginals(log_probs: Array, noise: Array, x: Array, mask: Array) -> Array:
     """Functional core of :class:`PerturbedOracle`: the conditionals of the normalized log-table
-    ``log_probs`` (shape ``(q,)*n``) plus ``noise[c(S)]`` (``noise: [2^n, n, q]``), renormalized.
-
-    Noise :math:`\\log 3` on value 0 of site 0, for the empty mask only (pattern 0), triples
-    the odds of :math:`X_0 = 0` there:
-
-    >>> import numpy as np, jax.numpy as jnp
-    >>> log_probs = jnp.log(jnp.array([[0.4, 0.1], [0.2, 0.3]]))  # X_0 has marginal (1/2, 1/2)
-    >>> noise = jnp.zeros((4, 2, 2)).at[0, 0, 0].set(jnp.log(3.0))
-    >>> rows = perturbed_log_marginals(log_probs, noise, jnp.array([0, 0]), jnp.zeros(2, bool))
-    >>> np.exp(np.asarray(rows[0], float)).round(3).tolist()
-    [0.75, 0.25]
-    """
+    ``log_probs`` (shape ``(q,)*n``) plus ``noise[c(S)]`` (``noise: [2^n, n, q]``), renormalized."""
     mask = jnp.asarray(mask, bool)
     powers = 2 ** jnp.arange(mask.shape[0], dtype=jnp.int32)
     pattern = jnp.sum(jnp.where(mask, powers, 0))
@@ -56,8 +45,7 @@ def perturbed_log_marginals(log_probs: Array, noise: Array, x: Array, mask: Arra
     return logits - jax.nn.logsumexp(logits, axis=-1, keepdims=True)
 
 
-# Classes call the core through ``jit``: an eager call compiles once per shape instead of op by
-# op; inside an outer ``jit`` or ``vmap`` the inner ``jit`` is simply inlined.
+# through ``jit``: an eager call compiles once per shape (inlined inside an outer ``jit``)
 _jitted_log_marginals = jax.jit(perturbed_log_marginals)
 
 
@@ -73,13 +61,10 @@ class PerturbedOracle(AnyOrderOracle):
         \qquad g \sim \text{scale} \cdot \mathcal N(0, 1)^{2^n \times n \times q}
 
     drawn once from ``key``.  Conditionals of different masks come from no single joint, as
-    with a learned network, so any-order sampling depends on the order.  For a fixed order
-    :math:`\sigma` the autospeculative sampler's law is that of sequential sampling,
-    :math:`\prod_k p(x_{\sigma(k)} \mid x_{\sigma(<k)})` (Anari et al., arXiv:2511.07869;
-    docs/algorithm.md, section 2a), given exactly by :meth:`sequential_log_probs`.
-
-    The oracle is a pytree (leaves: the table, ``scale`` and the noise), so its parameters
-    may be traced; :meth:`sequential_log_probs` needs them concrete.
+    with a learned network.  For a fixed order :math:`\sigma` the autospeculative sampler's law
+    is that of sequential sampling, :math:`\prod_k p(x_{\sigma(k)} \mid x_{\sigma(<k)})`
+    (Anari et al., arXiv:2511.07869), given exactly by :meth:`sequential_log_probs`.  A pytree:
+    the parameters may be traced, but :meth:`sequential_log_probs` needs them concrete.
 
     :param table: the consistent oracle to perturb (:math:`n \le 16`).
     :param scale: standard deviation of the log-perturbation :math:`g` (0 gives the table).
@@ -121,19 +106,12 @@ class PerturbedOracle(AnyOrderOracle):
         return _jitted_log_marginals(self.table._table, self.noise, x, mask)
 
     def sequential_log_probs(
-        self,
-        order: ArrayLike,
-        values: ArrayLike | None = None,
-        mask: ArrayLike | None = None,
+        self, order: ArrayLike, values: ArrayLike | None = None, mask: ArrayLike | None = None
     ) -> np.ndarray:
-        r"""Exact law of sequential any-order sampling with the fixed ``order``.
-
-        Observed sites (``mask``) come first, in increasing index order, fixed to ``values``;
-        the free sites follow in the order they appear in ``order``.  Entry :math:`y` of the
-        result is :math:`\sum_k \log p(y_{\sigma(k)} \mid y_{\sigma(<k)})` over the free steps
-        :math:`k`, and ``-inf`` where :math:`y` differs from ``values`` on ``mask``.  Computed
-        on the host in float64 from the table (marginals on the growing prefix), not by calling
-        the oracle: :math:`O(n q^n)`.
+        r"""Exact law of sequential any-order sampling with the fixed ``order``, observed sites
+        (``mask``) first, fixed to ``values``.  Entry :math:`y` is
+        :math:`\sum_k \log p(y_{\sigma(k)} \mid y_{\sigma(<k)})` over the free steps :math:`k`,
+        ``-inf`` where :math:`y` differs from ``values`` on ``mask`` (float64, :math:`O(n q^n)`).
 
         :param order: a permutation of ``range(n)``.
         :param values: ``[n]`` observed values, read where ``mask`` is set.

@@ -1,13 +1,7 @@
 r"""Eager probes of an any-order oracle at the start of sampling: its answers on a batch of probe
 inputs (:func:`validate_oracle`, set form) or the block-form rows of every site along one order
-(:func:`validate_log_conditionals`, order-dependent oracles), checked with
-:func:`~numpyro_autospec.oracles._validation.log_marginals_defect` and reported as an
-:class:`~numpyro_autospec.errors.OracleError` naming the probe, the row and the problem.
-
-Each probe is one compiled call, compiled once per oracle structure and shapes
-(:func:`~numpyro_autospec._core.parameters.jit_over_parameters`: the oracle's parameters are
-arguments), so ``AutospecKernel.init`` probes a model's oracle again, for new model arguments,
-without compiling.
+(:func:`validate_log_conditionals`, order-dependent oracles), each one compiled call per oracle
+structure and shapes, its defects reported as an :class:`~numpyro_autospec.errors.OracleError`.
 """
 
 from __future__ import annotations
@@ -37,10 +31,8 @@ __all__ = ["validate_log_conditionals", "validate_oracle"]
 
 
 def _probe_inputs(key: Array, n: int, q: int, num_probes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Random values in ``[0, q)`` and masks: the empty mask, one free site, random sizes.
-
-    Drawn with NumPy from a seed taken from ``key`` (no eager JAX dispatch, nothing to
-    compile)."""
+    """Random values in ``[0, q)`` and masks (the empty mask, one free site, random sizes),
+    drawn with NumPy from a seed taken from ``key``."""
     if jnp.issubdtype(getattr(key, "dtype", np.uint32), jax.dtypes.prng_key):
         key = jax.random.key_data(key)
     rng = np.random.default_rng(np.asarray(key).astype(np.uint64).ravel())
@@ -55,9 +47,7 @@ def _probe_inputs(key: Array, n: int, q: int, num_probes: int) -> tuple[np.ndarr
 
 @jit_over_parameters
 def _probe(oracle, values: Array, masks: Array, atol: Array) -> tuple[Array, OracleDefect]:
-    """The oracle's answers on a batch of probe inputs and their defects: one compiled call
-    (evaluated even inside ``ensure_compile_time_eval``, its body staged), compiled once per
-    oracle structure and shapes (:func:`~numpyro_autospec._core.parameters.jit_over_parameters`)."""
+    """The oracle's answers on a batch of probe inputs and their defects, in one compiled call."""
     with staged_constants():
         answers = jax.vmap(oracle)(values, masks)
         defects = jax.vmap(lambda a, m: log_marginals_defect(a, m, atol=atol))(answers, masks)
@@ -66,26 +56,17 @@ def _probe(oracle, values: Array, masks: Array, atol: Array) -> tuple[Array, Ora
 
 @jit_over_parameters
 def _order_probe(oracle, steps: Array) -> OracleDefect:
-    """The defect of the block-form rows of every site given its prefix of the identity order
-    (all values 0): one compiled call per oracle structure and shapes."""
+    """The defect of the block-form rows of every site along the identity order (values 0)."""
     with staged_constants():
         rows = oracle.log_conditionals(jnp.zeros_like(steps), steps, steps, steps)
         return log_marginals_defect(rows, jnp.zeros(steps.shape, bool))
 
 
 def validate_log_conditionals(oracle, num_positions: int, *, name: str = "oracle") -> None:
-    """Eager check of an order-dependent oracle through its block form: the rows of every site
-    given its prefix of the identity order (all values 0) are finite where a value is
-    possible and normalized.
+    """Eager check of an order-dependent oracle: the block-form rows of every site along the
+    identity order (values 0) must be normalized; raise :class:`OracleError` otherwise.
 
-    :param oracle: an :class:`~numpyro_autospec.oracles.AnyOrderOracle` with
-        ``log_conditionals``.
-    :param num_positions: :math:`n`.
-    :param name: how error messages refer to the oracle.
-    :raises OracleError: naming the first defective row.
-
-    >>> from numpyro_autospec.oracles import AnyOrderOracle, CurieWeissOracle
-    >>> validate_log_conditionals(CurieWeissOracle(4, beta=1.0), 4)  # passes: returns None
+    >>> from numpyro_autospec.oracles import AnyOrderOracle
     >>> class Halves(AnyOrderOracle):
     ...     num_positions, num_categories, depends_on_order = 4, 2, True
     ...     def log_conditionals(self, x, ranks, sites, prefix_lengths):
@@ -110,11 +91,8 @@ def validate_oracle(
     num_probes: int = 8,
     atol: float = 1e-4,
 ) -> None:
-    """Eager check of an oracle: its signature, then its answers on probe inputs.
-
-    The probes are: the empty mask, a mask leaving one site free, and random masks of random
-    sizes, with random values in ``[0, q)``; they are evaluated in one ``jit(vmap(oracle))``
-    call, so an oracle that cannot be batched fails here too.
+    """Eager check of an oracle: its signature, then its answers on probe inputs (the empty mask,
+    one free site, random masks) in one ``jit(vmap(oracle))`` call, which also tests batching.
 
     :param oracle: the oracle.
     :param num_positions: :math:`n`.

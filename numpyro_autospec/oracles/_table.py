@@ -24,20 +24,8 @@ def table_log_marginals(log_probs: Array, x: Array, mask: Array) -> Array:
     r"""Functional core of :class:`TableOracle`: conditionals ``[n, q]`` of a normalized
     log-table of shape ``(q,)*n`` given ``x`` on ``mask`` (uniform rows if :math:`\mu(x_S) = 0`).
 
-    The table is an argument, so ``jit`` compiles once per shape, not once per table.  The
-    configurations are generated from an iota (no ``[q^n, n]`` constant), the table is masked
-    flat, and each site's marginal is a reduction of a rank-3 view ``(q^i, q, q^{n-i-1})``:
-    high-rank reductions compile very slowly on XLA:CPU.
-
-    >>> import numpy as np, jax.numpy as jnp
-    >>> log_probs = jnp.log(jnp.array([[0.4, 0.1], [0.2, 0.3]]))  # p(x_0, x_1)
-    >>> free = table_log_marginals(log_probs, jnp.array([0, 0]), jnp.array([False, False]))
-    >>> np.exp(np.asarray(free, float)).round(3).tolist()  # the marginals of X_0 and X_1
-    [[0.5, 0.5], [0.6, 0.4]]
-    >>> given = table_log_marginals(log_probs, jnp.array([0, 1]), jnp.array([False, True]))
-    >>> np.exp(np.asarray(given[0], float)).round(3).tolist()  # X_0 given X_1 = 1
-    [0.25, 0.75]
-    """
+    Each site's marginal reduces a rank-3 view ``(q^i, q, q^{n-i-1})`` of the masked table
+    (high-rank reductions compile very slowly on XLA:CPU)."""
     log_probs, x, mask = jnp.asarray(log_probs), jnp.asarray(x), jnp.asarray(mask, bool)
     n, q = log_probs.ndim, log_probs.shape[0]
     size = q**n
@@ -56,8 +44,7 @@ def table_log_marginals(log_probs: Array, x: Array, mask: Array) -> Array:
     return jnp.where(jnp.isfinite(total), marginals - total, uniform)
 
 
-# Classes call the core through ``jit``: an eager call compiles once per shape instead of op by
-# op; inside an outer ``jit`` or ``vmap`` the inner ``jit`` is simply inlined.
+# through ``jit``: an eager call compiles once per shape (inlined inside an outer ``jit``)
 _jitted_log_marginals = jax.jit(table_log_marginals)
 
 
@@ -71,19 +58,12 @@ class TableOracle(AnyOrderOracle):
     .. math:: \mu(X_i = v \mid X_S = x_S) =
         \frac{\sum_{y:\, y_S = x_S,\, y_i = v} \mu(y)}{\sum_{y:\, y_S = x_S} \mu(y)},
 
-    computed in log space by masking the table and reducing it over every axis but :math:`i`:
-    :math:`O(n q^n)` time per query, practical up to
-    :math:`q^n \approx 10^5`.  When :math:`x_S` itself has probability zero the conditional is
-    undefined; every row is then uniform (finite and normalized), so a density evaluated along
-    such a prefix is still ``-inf`` through the step that left the support, never NaN.
+    in log space: :math:`O(n q^n)` per query, practical up to :math:`q^n \approx 10^5`.  When
+    :math:`x_S` has probability zero every row is uniform (finite and normalized, never NaN).
+    The table is a pytree leaf and may be traced (then normalized in the program, not checked).
 
-    The oracle is a pytree whose leaves are the table: it may be traced (only its shape is
-    static; a traced table is normalized in the program and not checked).
-
-    :param log_probs: log-weights of shape ``(q,)*n``, no NaN or ``+inf``, not all ``-inf``.
-
-    Attributes: ``num_positions`` (:math:`n`), ``num_categories`` (:math:`q`), ``log_probs``
-    (the normalized table, float64 numpy when concrete, shape ``(q,)*n``).
+    :param log_probs: log-weights of shape ``(q,)*n``, no NaN or ``+inf``, not all ``-inf``;
+        the attribute ``log_probs`` holds them normalized (float64 numpy when concrete).
 
     >>> import numpy as np, jax.numpy as jnp
     >>> oracle = TableOracle(np.log([[0.4, 0.1], [0.2, 0.3]]))
@@ -145,10 +125,8 @@ class TableOracle(AnyOrderOracle):
         return jnp.where(inside, jnp.reshape(jnp.asarray(self._table), -1)[index], -jnp.inf)
 
     def conditional_log_probs(self, values: ArrayLike, mask: ArrayLike) -> np.ndarray:
-        r"""Exact law of the whole vector given the observed entries (for infilling tests).
-
-        :math:`\mu(y \mid y_S = x_S)` as a normalized float64 table of shape ``(q,)*n``,
-        ``-inf`` wherever :math:`y_S \ne x_S`.
+        r"""Exact law :math:`\mu(y \mid y_S = x_S)` given the observed entries, a normalized
+        float64 table of shape ``(q,)*n`` (``-inf`` where :math:`y_S \ne x_S`).
 
         :param values: ``[n]`` integer values, read where ``mask`` is set.
         :param mask: ``[n]`` bool, the observed sites.

@@ -1,23 +1,9 @@
 r"""Checks that an any-order oracle and the inputs of an any-order site meet the contract.
 
-Three layers, from cheapest to most thorough:
-
-- :func:`check_oracle_signature` traces the oracle abstractly (:func:`jax.eval_shape`, no
-  computation) on ``(int32[n], bool[n])`` and checks that it returns a float ``[n, q]`` array.
-- :func:`log_marginals_defect` is pure :mod:`jax.numpy` (``jit``/``vmap`` safe): it turns one
-  answer of the oracle into an int32 ``(code, row)`` pair, so a compiled sampler can check every
-  answer; the host then calls :func:`~numpyro_autospec.errors.raise_if_defect` to raise a
-  readable :class:`~numpyro_autospec.errors.OracleError` (the codes are those of
-  :mod:`numpyro_autospec.errors`, shared with the denoisers).
-- :func:`~numpyro_autospec.oracles.validate_oracle` runs both on probe inputs
-  (:mod:`numpyro_autospec.oracles._probes`).
-
-:func:`check_values_in_support` and :func:`check_permutation` check concrete user inputs (observed
-values, a fixed order) and name the offending entry.
-
-A row :math:`i` of an answer is :math:`\log \mu(X_i = \cdot \mid X_S = x_S)`; rows of unpinned
-sites must be log-probability vectors, :math:`\operatorname{logsumexp}_v = 0`, where ``-inf``
-marks an impossible value.  Rows of pinned sites may hold anything but NaN.
+:func:`check_oracle_signature` checks the output shape abstractly; :func:`log_marginals_defect`
+turns one answer into an int32 ``(code, row)`` pair inside compiled code (the host raises with
+:func:`~numpyro_autospec.errors.raise_if_defect`); the other checks validate concrete user inputs
+and name the offending entry.
 """
 
 from __future__ import annotations
@@ -54,15 +40,7 @@ __all__ = [
 
 
 class OracleDefect(NamedTuple):
-    """The first defect of one answer: int32 ``code`` (``DEFECT_*``) and ``row`` (0 if ok), as
-    returned by :func:`log_marginals_defect`.
-
-    >>> import jax.numpy as jnp
-    >>> answer = jnp.array([[jnp.log(0.5), jnp.log(0.5)], [0.0, jnp.nan]])
-    >>> defect = log_marginals_defect(answer, jnp.array([False, False]))
-    >>> int(defect.code) == DEFECT_NAN, int(defect.row)
-    (True, 1)
-    """
+    """The first defect of one answer: int32 ``code`` (``DEFECT_*``) and ``row`` (0 if ok)."""
 
     code: Array
     row: Array
@@ -77,20 +55,8 @@ def check_oracle_signature(
 ) -> None:
     """Check abstractly that ``oracle(x, mask)`` maps ``(int32[n], bool[n])`` to float ``[n, q]``.
 
-    :param oracle: the callable to check (no computation runs: :func:`jax.eval_shape`).
-    :param num_positions: the number of sites :math:`n`.
-    :param num_categories: the number of values per site :math:`q`.
-    :param name: how error messages refer to the oracle.
-    :raises OracleError: if ``n`` or ``q`` is not a positive integer, if the oracle is not
-        callable, if tracing raises, or if the output is not one floating array of shape
-        ``(n, q)``.
-
-    >>> check_oracle_signature(lambda x, mask: jnp.zeros((3, 2)), 3, 2)
-    >>> check_oracle_signature(lambda x, mask: jnp.zeros(3), 3, 2, name="net")
-    Traceback (most recent call last):
-    ...
-    numpyro_autospec.errors.OracleError: net must return log-marginals of shape (3, 2) with a \
-floating dtype, got shape (3,) and dtype float32
+    No computation runs (:func:`jax.eval_shape`); raises :class:`OracleError` for a bad ``n``
+    or ``q``, a non-callable, a tracing failure or a wrong output.
     """
     n = positive_integer(num_positions, "num_positions", OracleError)
     q = positive_integer(num_categories, "num_categories", OracleError)
@@ -114,31 +80,15 @@ floating dtype, got shape (3,) and dtype float32
 def log_marginals_defect(log_probs: ArrayLike, mask: ArrayLike, *, atol: float = 1e-4):
     """The first defect of one answer ``log_probs: [n, q]`` given ``mask: bool[n]``.
 
-    Pure :mod:`jax.numpy`: traceable, ``jit`` and ``vmap`` safe (``vmap`` it for a batch).
-    The code is :data:`DEFECT_NAN` if any entry is NaN, else :data:`DEFECT_INFINITE` if an
-    unpinned row holds ``+inf``, else :data:`DEFECT_UNNORMALIZED` if an unpinned row has
-    :math:`|\\operatorname{logsumexp}| > \\text{atol}` (an all ``-inf`` row included), else
-    :data:`DEFECT_OK`.
-
-    :param log_probs: the oracle's answer, shape ``[n, q]``.
-    :param mask: the pinned sites of the query, shape ``[n]``.
-    :param atol: tolerance on the logsumexp of a row.
-    :return: :class:`OracleDefect` ``(code, row)`` of int32 scalars; ``row`` is the first
-        offending row (0 when ``code`` is :data:`DEFECT_OK`).
-
-    >>> import jax.numpy as jnp
-    >>> answer = jnp.log(jnp.array([[0.5, 0.5], [0.7, 0.7]]))
-    >>> code, row = log_marginals_defect(answer, jnp.array([False, False]))
-    >>> int(code) == DEFECT_UNNORMALIZED, int(row)
-    (True, 1)
-    >>> [int(v) for v in log_marginals_defect(answer, jnp.array([False, True]))]
-    [0, 0]
+    The code is ``DEFECT_NAN`` if any entry is NaN, else ``DEFECT_INFINITE`` if an unpinned row
+    holds ``+inf``, else ``DEFECT_UNNORMALIZED`` if an unpinned row has
+    :math:`|\\operatorname{logsumexp}| > \\text{atol}`, else ``DEFECT_OK``; ``row`` is the first
+    offending row (0 if ok).  Pure :mod:`jax.numpy`, ``jit`` and ``vmap`` safe.
     """
     log_probs = jnp.asarray(log_probs)
     free = ~jnp.asarray(mask, bool)
-    # one pass over the rows: a rank per row (3 NaN, 2 +inf on a free row, 1 unnormalized
-    # free row), its maximum and the first row that reaches it; rows of log-probabilities
-    # are at most 0, so the sum of exponentials needs no shift (an overflow is a defect)
+    # a rank per row (3 NaN, 2 +inf on a free row, 1 unnormalized free row) and the first row
+    # reaching the maximum; log-probabilities are at most 0, so the sum needs no shift
     bad = jnp.isnan(log_probs) | (log_probs == jnp.inf)
     nan_rows = jnp.any(jnp.isnan(log_probs), axis=-1)
     posinf_rows = jnp.any(log_probs == jnp.inf, axis=-1) & free
@@ -153,19 +103,8 @@ def log_marginals_defect(log_probs: ArrayLike, mask: ArrayLike, *, atol: float =
 
 
 def check_values_in_support(values: ArrayLike, num_categories: int, *, name: str = "x") -> None:
-    """Check that concrete integer ``values`` lie in :math:`[0, q)`.
-
-    :param values: observed values, any shape, an integer dtype.
-    :param num_categories: :math:`q`.
-    :param name: the site, quoted in the message.
-    :raises InputError: naming the site, the first offending index and its value, or the dtype.
-
-    >>> check_values_in_support([0, 2, 1], 3, name="z")
-    >>> check_values_in_support([0, 3, 1], 3, name="z")
-    Traceback (most recent call last):
-    ...
-    numpyro_autospec.errors.InputError: site 'z': value 3 at index 1 ... [0, 3)
-    """
+    """Check that concrete integer ``values`` (any shape) lie in :math:`[0, q)`, else raise
+    :class:`InputError` naming the site ``name``, the first offending index and its value."""
     if isinstance(values, jax.core.Tracer):
         raise InputError(f"site {name!r}: values must be concrete, not traced")
     values = np.asarray(values)
@@ -182,20 +121,8 @@ def check_values_in_support(values: ArrayLike, num_categories: int, *, name: str
 
 
 def check_permutation(order: ArrayLike, num_positions: int, *, name: str = "order") -> None:
-    """Check that a concrete ``order`` is a permutation of ``range(n)``.
-
-    :param order: the candidate permutation.
-    :param num_positions: :math:`n`.
-    :param name: how the message refers to ``order``.
-    :raises InputError: for a wrong shape or dtype, a value out of range, or a duplicated value
-        (with the value it displaces).
-
-    >>> check_permutation([2, 0, 1], 3)
-    >>> check_permutation([2, 0, 2], 3)
-    Traceback (most recent call last):
-    ...
-    numpyro_autospec.errors.InputError: order ...: 2 appears 2 times and 1 is missing
-    """
+    """Check that a concrete ``order`` is a permutation of ``range(n)``, else raise
+    :class:`InputError` (a wrong shape or dtype, a value out of range, or a duplicate)."""
     if isinstance(order, jax.core.Tracer):
         raise InputError(f"{name} must be concrete, not traced")
     order = np.asarray(order)
@@ -228,12 +155,9 @@ def check_observed(
     owner: str | None = None,
     error: type[Exception] = InputError,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Observed ``values`` (read where ``mask`` is set) and their ``mask``, as numpy arrays
-    of shape ``[n]`` (the mask of a bool dtype), the observed values in :math:`[0, q)`.
-
-    :param owner: the class named at the start of the message on a wrong shape or dtype.
-    :param error: the exception raised on a wrong shape or dtype (values outside the support
-        raise :class:`InputError`, by :func:`check_values_in_support`).
+    """Observed ``values`` (read where ``mask`` is set) and their bool ``mask`` as numpy arrays
+    of shape ``[n]``, checked; a wrong shape or dtype raises ``error`` (message prefixed by
+    ``owner``), values outside :math:`[0, q)` raise :class:`InputError`.
 
     >>> values, mask = check_observed([1, 0], [True, False], 2, 2)
     >>> check_observed([1, 0], [1, 0], 2, 2, owner="MyOracle", error=OracleError)
@@ -261,14 +185,8 @@ def check_order_and_observed(
     num_positions: int,
     num_categories: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The host-side arguments of a fixed-order sequential law, checked and made concrete.
-
-    ``order`` must be a permutation of ``range(n)``; ``values`` (default zeros) and ``mask``
-    (default: nothing observed) must have shape ``[n]``, the mask a bool dtype, and the
-    observed values must lie in :math:`[0, q)`.
-
-    :return: ``(order, values, mask)`` as numpy arrays.
-    :raises InputError: naming the wrong shape, dtype or value.
+    """``(order, values, mask)`` of a fixed-order sequential law, checked as numpy arrays
+    (``values`` default zeros, ``mask`` default nothing observed); raises :class:`InputError`.
 
     >>> order, values, mask = check_order_and_observed([1, 0], None, None, 2, 3)
     >>> values.tolist(), mask.tolist()

@@ -1,26 +1,20 @@
 """Any-order autoregressive sampling on :math:`[q]^n` as a process (docs/algorithm.md, section 2a).
 
 The oracle is ``log_marginals(x, mask) -> [n, q]`` with
-:math:`\\log \\mu(X_i = v \\mid X_{\\text{mask}} = x_{\\text{mask}})` in row ``i``.  A uniformly
-random order :math:`\\sigma` of the free (unobserved) sites is drawn per sample; observed sites
-are pinned first and never sampled, so the sampler draws from
-:math:`\\mu(X_{\\text{free}} \\mid X_{\\text{obs}})` (infilling).  Step ``k`` fixes site
-:math:`\\sigma(P + k)` where ``P`` is the number of observed sites.
+:math:`\\log \\mu(X_i = v \\mid X_{\\text{mask}} = x_{\\text{mask}})` in row ``i``.  Observed
+sites come first and are never sampled (infilling); a uniformly random order :math:`\\sigma`
+of the free sites is drawn per sample, and step ``k`` fixes site :math:`\\sigma(P + k)`,
+``P`` the number of observed sites.
 
-* target: the conditional of site :math:`\\sigma(P+k)` given the sites
-  :math:`\\sigma(<P+k)`;
+* target: the conditional of site :math:`\\sigma(P+k)` given the sites :math:`\\sigma(<P+k)`;
 * speculation for the block :math:`S = [a, a+m)`: the product of the conditionals of the sites
-  :math:`\\sigma(P+a), \\dots, \\sigma(P+a+m-1)`, all given the prefix before step ``a``: one
-  query ``O_a = query(x, a, R)`` holding those ``R >= m`` rows (rows only, not ``[n, q]``);
-* scoring the block: with an oracle that declares ``scores_blocks``, one
-  ``log_conditionals`` call (row ``j`` given the first ``j`` steps of the block), else one
-  ``log_marginals`` evaluation per step.
+  :math:`\\sigma(P+a), \\dots, \\sigma(P+a+m-1)`, all given the prefix before step ``a``, the
+  ``R >= m`` rows of one query ``O_a = query(x, a, R)``.
 
-With a consistent oracle the output law is exactly :math:`\\mu` (conditioned on the observed
-sites); with an inconsistent (learned) oracle it is exactly the law of sequential any-order
-sampling with the same random order, :math:`\\prod_k p(x_{\\sigma(k)} \\mid x_{\\sigma(<k)})`.
-
-Reference: Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869 (2025).
+The output law is exactly :math:`\\mu` given the observed sites for a consistent oracle, and
+:math:`\\prod_k p(x_{\\sigma(k)} \\mid x_{\\sigma(<k)})` (sequential any-order sampling) for a
+learned one.  Reference: Anari et al., *Parallel Sampling via Autospeculation*,
+arXiv:2511.07869 (2025).
 """
 
 from __future__ import annotations
@@ -47,18 +41,14 @@ __all__ = ["AnyOrderProcess", "AnyOrderState"]
 
 
 class AnyOrderState(NamedTuple):
-    """State of one any-order draw.
-
-    ``values[i]`` is the value of site ``i`` (meaningful once the site is fixed),
+    """State of one any-order draw: ``values[i]`` the value of site ``i`` (once fixed),
     ``order[j]`` the site fixed at position ``j`` (observed sites first), ``rank`` its inverse.
 
-    Example
-    -------
     >>> import jax, numpy as np
     >>> from numpyro_autospec.oracles import CurieWeissOracle
-    >>> process = AnyOrderProcess(
-    ...     CurieWeissOracle(4, beta=0.5), 4, 2,
-    ...     observed_values=np.array([0, 0, 1, 0]), observed_mask=np.array([0, 0, 1, 0], bool))
+    >>> mask = np.array([0, 0, 1, 0], bool)
+    >>> process = AnyOrderProcess(CurieWeissOracle(4, beta=0.5), 4, 2,
+    ...                           observed_values=mask.astype(int), observed_mask=mask)
     >>> x = process.init(jax.random.PRNGKey(0))
     >>> int(x.order[0]), int(x.values[2]), x.rank[x.order].tolist(), process.num_steps
     (2, 1, [0, 1, 2, 3], 3)
@@ -83,12 +73,12 @@ class AnyOrderProcess:
     num_positions, num_categories:
         ``n`` and ``q``.
     observed_values, observed_mask:
-        concrete arrays of shape ``[n]``; sites with ``observed_mask`` True are pinned to
-        ``observed_values`` (which must lie in ``[0, q)`` there).  The mask must be concrete
-        because the number of steps ``n - #observed`` is static.
+        arrays of shape ``[n]``: sites with ``observed_mask`` True are pinned to
+        ``observed_values`` (in ``[0, q)``).  The mask must be concrete (the number of steps
+        is static).
     order:
-        a fixed permutation of ``range(n)`` instead of a uniformly random order (free sites are
-        fixed in the order they appear in it; observed sites still come first).
+        a fixed permutation of ``range(n)`` instead of a random order (observed sites still
+        come first).
     name:
         site name used in error messages.
 
@@ -124,7 +114,6 @@ class AnyOrderProcess:
             raise InputError(f"site {name!r}: need num_positions >= 1 and num_categories >= 1")
         self.oracle = as_oracle(log_marginals, n, q)
         self.oracle_name = getattr(log_marginals, "__qualname__", type(log_marginals).__name__)
-        #: declared fast path: ``score_block`` is one oracle evaluation
         self.scores_blocks = bool(self.oracle.scores_blocks)
         #: declared by the oracle: rows per block-form call (``None``: a whole query)
         self.rows_per_call = getattr(type(self.oracle), "rows_per_call", None)
@@ -152,18 +141,13 @@ class AnyOrderProcess:
                 )
             if observed_values is None:
                 raise InputError(f"site {name!r}: observed_mask given without observed_values")
-            if isinstance(observed_values, jax.core.Tracer):
-                values = observed_values
-                if values.shape != (n,):
-                    raise InputError(
-                        f"site {name!r}: observed_values must have shape ({n},), got {values.shape}"
-                    )
-            else:
-                values = np.asarray(observed_values)
-                if values.shape != (n,):
-                    raise InputError(
-                        f"site {name!r}: observed_values must have shape ({n},), got {values.shape}"
-                    )
+            traced = isinstance(observed_values, jax.core.Tracer)
+            values = observed_values if traced else np.asarray(observed_values)
+            if values.shape != (n,):
+                raise InputError(
+                    f"site {name!r}: observed_values must have shape ({n},), got {values.shape}"
+                )
+            if not traced:
                 check_values_in_support(np.where(mask, values, 0), q, name=name)
         self.observed_mask = mask
         self.observed_values = jnp.where(jnp.asarray(mask), jnp.asarray(values), 0).astype(
@@ -180,10 +164,8 @@ class AnyOrderProcess:
             check_permutation(order, n, name=f"order of site {name!r}")
             self.order = order[~mask[order]].astype(np.int32)
 
-    # -- state ---------------------------------------------------------------------------
     def init(self, key: Array) -> AnyOrderState:
-        """Draw the order (observed sites first, then a uniformly random permutation of the
-        free sites, or the fixed order) and place the observed values."""
+        """Draw the order (observed sites first) and place the observed values."""
         if self.order is None:
             free = jax.random.permutation(key, jnp.asarray(self._free_sites))
         else:
@@ -199,23 +181,14 @@ class AnyOrderProcess:
     def _site(self, x: AnyOrderState, k: Array) -> Array:
         return x.order[self.num_observed + k]
 
-    def _block(self, x: AnyOrderState, a: Array, m: Array) -> Array:
-        start = self.num_observed + a
-        return (x.rank >= start) & (x.rank < start + m)
-
-    # -- oracle --------------------------------------------------------------------------
     def _positions(self, k: Array, num_rows: int) -> Array:
         """Positions in the order of steps ``k..k+num_rows-1`` (clamped to the last site)."""
         start = self.num_observed + k
         return jnp.minimum(start + jnp.arange(num_rows, dtype=jnp.int32), self.num_positions - 1)
 
     def query(self, x: AnyOrderState, k: Array, num_rows: int = 1) -> Array:
-        """One oracle evaluation at the prefix before step ``k``: ``[num_rows, q]``, row ``j``
-        the conditional of the site of step ``k + j`` given the sites fixed before step ``k``
-        (rows past the last step repeat the last site's).  Set-form oracles: one
-        ``log_marginals`` call (or, for a single step of an oracle that scores blocks, a
-        one-row ``log_conditionals`` call); order-dependent ones: one ``log_conditionals``
-        call."""
+        """``[num_rows, q]``: row ``j`` the conditional of the site of step ``k + j`` given the
+        sites fixed before step ``k`` (rows past the last step repeat the last site's)."""
         sites = x.order[self._positions(k, num_rows)]
         if self.oracle.depends_on_order or (self.scores_blocks and num_rows == 1):
             prefix = jnp.full((num_rows,), self.num_observed + k, jnp.int32)
@@ -223,21 +196,15 @@ class AnyOrderProcess:
         return self.oracle.log_marginals(x.values, x.rank < self.num_observed + k)[sites]
 
     def score_block(self, x: AnyOrderState, a: Array, num_rows: int) -> Array:
-        """The target rows of steps ``a..a+num_rows-1``, row ``j`` given the sites fixed
-        before step ``a + j``: one ``log_conditionals`` evaluation (``scores_blocks``)."""
+        """The target rows of steps ``a..a+num_rows-1``: one ``log_conditionals`` call."""
         positions = self._positions(a, num_rows)
         return self.oracle.log_conditionals(x.values, x.rank, x.order[positions], positions)
 
     def score_and_query(
         self, x: AnyOrderState, steps: Array, k: Array, num_rows: int
     ) -> tuple[Array, Array]:
-        """One evaluation of a round (``scores_blocks``): the target rows of ``steps`` (row
-        ``j`` the conditional of the site of step ``steps[j]`` given the sites fixed before
-        it), ``[L, q]``, and the speculation answer ``query(x, k, num_rows)``.  An
-        order-dependent oracle answers both in one ``log_conditionals`` call (the answer's rows
-        are its last ``num_rows`` rows, all of prefix length ``k``); an oracle with a set form
-        answers the scoring rows with ``log_conditionals`` and the answer with one
-        ``log_marginals`` evaluation (the ``num_rows`` rows of one prefix at the cost of one)."""
+        """The target rows of ``steps`` (``[L, q]``) and ``query(x, k, num_rows)``: one
+        ``log_conditionals`` call for an order-dependent oracle, else one call of each form."""
         positions = jnp.minimum(self.num_observed + steps, self.num_positions - 1)
         prefix = self.num_observed + steps
         if not self.oracle.depends_on_order:
@@ -256,19 +223,16 @@ class AnyOrderProcess:
     def rows_defect(
         self, x: AnyOrderState, steps: Array, rows: Array, valid: Array
     ) -> tuple[Array, Array, Array]:
-        """``(code, site, row)`` of the first defect of the scoring rows of
-        :meth:`score_and_query` (only the ``valid`` ones are checked; code 0: none), see
-        :func:`~numpyro_autospec.oracles._validation.log_marginals_defect`."""
+        """``(code, site, row)`` of the first defect among the ``valid`` scoring rows."""
         checked = jnp.where(valid[:, None], rows, -jnp.log(jnp.float32(self.num_categories)))
         code, row = log_marginals_defect(checked, ~valid)
         position = jnp.minimum(self.num_observed + steps[row], self.num_positions - 1)
         return code, x.order[position], row
 
     def reduce(self, x: AnyOrderState, k: Array, answer: Array) -> Array:
-        """The row of the site fixed at step ``k`` in ``query(x, k, .)``: its first row."""
+        """The first row of ``query(x, k, .)``."""
         return answer[0]
 
-    # -- target ----------------------------------------------------------------------------
     def target_logp(self, x: AnyOrderState, k: Array, reduced: Array) -> Array:
         return reduced[x.values[self._site(x, k)]]
 
@@ -276,11 +240,8 @@ class AnyOrderProcess:
         value = jax.random.categorical(key, reduced).astype(jnp.int32)
         return x._replace(values=x.values.at[self._site(x, k)].set(value))
 
-    # -- speculation -----------------------------------------------------------------------
     def spec_sample(self, key: Array, x: AnyOrderState, a: Array, m: Array, answer: Array):
-        """Draw the sites of steps ``a..a+m-1`` independently from the rows of
-        ``answer = query(x, a, R)`` (``R >= m`` static rows, one draw each by inversion:
-        :func:`~numpyro_autospec._core.rejection.categorical_rows`)."""
+        """Draw the sites of steps ``a..a+m-1`` independently from the rows of ``answer``."""
         rows = answer.shape[0]
         draw = categorical_rows(key, answer)
         in_block = jnp.arange(rows) < m
@@ -294,7 +255,6 @@ class AnyOrderProcess:
         picked = jnp.take_along_axis(answer, values[:, None], axis=-1)[:, 0]
         return jnp.sum(jnp.where(jnp.arange(rows) < m, picked, 0.0))
 
-    # -- discrete-step extras (verification) -------------------------------------------------
     def spec_reduce(self, x: AnyOrderState, a: Array, k: Array, answer: Array) -> Array:
         """The speculation row of step ``k`` in ``answer = query(x, a, R)``."""
         return answer[jnp.clip(k - a, 0, answer.shape[0] - 1)]
@@ -305,16 +265,11 @@ class AnyOrderProcess:
     def set_step_value(self, x: AnyOrderState, k: Array, value: Array) -> AnyOrderState:
         return x._replace(values=x.values.at[self._site(x, k)].set(value.astype(jnp.int32)))
 
-    # -- validation --------------------------------------------------------------------------
-    #: the exception of a defective oracle answer found by the samplers' validation
     defect_error = OracleError
 
     def answer_defect(self, x: AnyOrderState, k: Array, answer: Array) -> tuple[Array, Array]:
-        """``(code, site)`` of the first defect of ``answer`` (``query(x, k, .)`` or
-        ``score_block(x, k, .)``: rows of free sites in step order; traceable; code 0: none),
-        see :func:`~numpyro_autospec.oracles._validation.log_marginals_defect`.  Rows past the last
-        step
-        are padding and not checked."""
+        """``(code, site)`` of the first defect of ``answer`` (rows past the last step are
+        padding, not checked)."""
         positions = self.num_observed + k + jnp.arange(answer.shape[0])
         padding = positions >= self.num_positions
         code, row = log_marginals_defect(answer, padding)
@@ -322,8 +277,7 @@ class AnyOrderProcess:
         return code, site
 
     def describe_defect(self, code: int, row: int, step: int) -> str:
-        """Host side: the sentence for a defect found by :meth:`answer_defect` (``row`` is the
-        site)."""
+        """Host side: the message for a defect found by :meth:`answer_defect` (``row``: site)."""
         block = self.oracle.depends_on_order or self.oracle.scores_blocks
         form = "log_conditionals" if block else "log_marginals"
         # a plain function by its own name, an oracle class by the method that answered

@@ -1,47 +1,26 @@
-"""The oracle-driven sequence ("process") abstraction.
+"""The oracle-driven sequence ("process") abstraction (docs/algorithm.md, section 2).
 
 A sample is built in :math:`N` steps :math:`k = 0, \\dots, N-1`; the state ``x`` holds the
-steps done so far.  Everything the samplers need from a model goes through the methods of
-:class:`Process`, so the same reference sampler and the same round scheduler run any-order
-autoregressive models (:mod:`numpyro_autospec.processes._any_order`) and denoising diffusion
-(:mod:`numpyro_autospec.processes._diffusion`).  See ``docs/algorithm.md`` section 2 and
-Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869 (2025).
+steps done so far.  The samplers reach a model only through :class:`Process`, so they run
+any-order autoregressive models and denoising diffusion alike (Anari et al., *Parallel Sampling
+via Autospeculation*, arXiv:2511.07869, 2025).
 
 Conventions
 -----------
-* ``query(x, k, num_rows)`` is **one** oracle evaluation on the prefix of ``x`` before step
-  ``k``; its answer is a pytree.  A *speculation answer* ``O_a = query(x, a, R)`` holds what
-  the speculation of a block of up to ``R`` steps starting at ``a`` needs (any-order: the
-  ``[R, q]`` conditionals of the steps ``a..a+R-1`` given the prefix; diffusion: the drift
-  :math:`f(t_a, y_a)`); a *single-step answer* ``query(x, k, 1)`` what step ``k`` needs.
-  ``R`` is static (the root policy's ``answer_rows``,
-  :attr:`~numpyro_autospec._core.root_policy.RootPolicy.answer_rows`).  An answer of
-  ``r < R`` rows is the leading part of the answer of ``R`` rows (each leaf sliced to the smaller
-  shape; diffusion answers do not depend on ``R``): the engine speculates a recursion block
-  of at most ``r`` steps from that leading part.
-* ``reduce(x, k, answer)`` is the target row of step ``k`` in ``query(x, k, .)``.
-* ``target_logp`` / ``target_sample`` act on reduced answers; ``spec_sample`` / ``spec_logp``
-  act on the speculation answer ``O_a`` at the start of a block ``[a, a+m)``, ``m <= R``
-  (autospeculation: the same oracle, frozen at ``a``).
-* ``a``, ``m`` and ``k`` may be traced integers: every method must have static shapes.
-* All methods are pure; the samplers vmap them over batches of queries and draws.
+* ``query(x, k, num_rows)`` is **one** oracle evaluation on the prefix before step ``k``.  A
+  *speculation answer* ``O_a = query(x, a, R)`` holds what the speculation of a block of up
+  to ``R`` steps from ``a`` needs (any-order: ``[R, q]`` conditionals; diffusion: the drift
+  :math:`f(t_a, y_a)`); ``R`` is static
+  (:attr:`~numpyro_autospec._core.root_policy.RootPolicy.answer_rows`), and an answer of
+  ``r < R`` rows is the leading part of the answer of ``R`` rows.
+* ``reduce(x, k, answer)`` is the target row of step ``k``; ``target_logp`` /
+  ``target_sample`` act on it, ``spec_sample`` / ``spec_logp`` on ``O_a`` for a block
+  ``[a, a+m)``, ``m <= R`` (autospeculation: the same oracle, frozen at ``a``).
+* ``a``, ``m`` and ``k`` may be traced: shapes are static, and all methods are pure.
 
-Declared fast paths (class attributes, never discovered):
-
-* ``scores_blocks``: ``score_block(x, a, L)`` returns the target rows of the steps
-  ``a..a+L-1``, row ``j`` given the prefix before step ``a + j``, in **one** evaluation (an
-  order-aware network's forward pass, a cumulative pass of an exact model).  The samplers then
-  score a speculated block with one call instead of ``m - 1`` single-step queries.
-* ``batched_queries``: ``query_batch(states, slot, k)`` (the answers
-  ``query(states[slot[i]], k[i], 1)``) and ``score_batch(states, slot, k, answers)``
-  (``reduce`` and ``target_logp`` of those steps), where ``states`` is the pool's stacked
-  state; a single-step query then reads only what it needs instead of a gathered copy of its
-  slot's whole state (diffusion: :math:`y_k` of an :math:`O(Nd)` path).
-* ``bounded_speculation``: ``spec_sample(..., max_length=L)`` and ``spec_logp(...,
-  max_length=L)`` (``L`` static, at least the block's ``m``) read and write only the ``L``
-  steps from the block's start, with the same result as without the bound; the engine then
-  runs short blocks in a transition phase of their own, so a speculation costs
-  :math:`O(m)` steps, not :math:`O(N)` (diffusion, whose state is a whole path).
+Declared fast paths (class attributes): ``scores_blocks`` (:class:`BlockScoringProcess`),
+``batched_queries`` (``query_batch`` / ``score_batch`` read the pool's stacked state in place)
+and ``bounded_speculation`` (:class:`BoundedSpeculationProcess`).
 """
 
 from __future__ import annotations
@@ -67,8 +46,7 @@ Reduced = Any
 class Process(Protocol):
     """An oracle-driven sequence of ``num_steps`` steps (docs/algorithm.md, section 2).
 
-    Sequential sampling by the chain rule, one single-step query per step, with the methods
-    every process has:
+    Sequential sampling by the chain rule, one single-step query per step:
 
     >>> import jax
     >>> from numpyro_autospec.oracles import CurieWeissOracle
@@ -99,8 +77,7 @@ class Process(Protocol):
         """Initial state (any-order: draws the random order and places observed values)."""
 
     def query(self, x: State, k: Array, num_rows: int = 1) -> Answer:
-        """One oracle evaluation on the prefix of ``x`` before step ``k``: what the steps
-        ``k..k+num_rows-1`` need (``num_rows`` static)."""
+        """One oracle evaluation on the prefix before step ``k``, for steps ``k..k+num_rows-1``."""
 
     def reduce(self, x: State, k: Array, answer: Answer) -> Reduced:
         """What step ``k`` needs from ``query(x, k, .)``."""
@@ -120,29 +97,22 @@ class Process(Protocol):
     def output(self, x: State, final_answer: Answer | None) -> Any:
         """The sample returned to the user (``final_answer = query(x, N)`` if needed)."""
 
-    #: the exception of a defective oracle answer
-    #: (:class:`~numpyro_autospec.errors.OracleError`; a diffusion's
+    #: the exception of a defective answer (:class:`~numpyro_autospec.errors.OracleError`,
     #: :class:`~numpyro_autospec.errors.DenoiserError`)
     defect_error: type[Exception]
 
     def answer_defect(self, x: State, k: Array, answer: Answer) -> tuple[Array, Array]:
-        """``(code, row)`` of the first defect of an answer to a query at step ``k``
-        (``query`` or ``score_block``; traceable; code 0: none, the codes of
-        :mod:`numpyro_autospec.errors`).  The samplers check every answer with it when they
-        validate."""
+        """Traceable ``(code, row)`` of the first defect of an answer at step ``k`` (code 0:
+        none; the codes of :mod:`numpyro_autospec.errors`)."""
 
     def describe_defect(self, code: int, row: int, step: int) -> str:
-        """Host side: the sentence for a defect found by :meth:`answer_defect`, naming the
-        site, the user's function, the row and the step."""
+        """Host side: the error message for a defect found by :meth:`answer_defect`."""
 
 
 @runtime_checkable
 class BlockScoringProcess(Process, Protocol):
-    """A process that declares ``scores_blocks = True`` and scores a block in one
-    evaluation.
-
-    Row ``j`` of :meth:`score_block` is what the single-step query of step ``a + j`` reduces
-    to:
+    """A process that declares ``scores_blocks = True``: row ``j`` of :meth:`score_block` is
+    what the single-step query of step ``a + j`` reduces to, all in one evaluation.
 
     >>> import jax, numpy as np
     >>> from numpyro_autospec.oracles import CurieWeissOracle
@@ -158,15 +128,13 @@ class BlockScoringProcess(Process, Protocol):
     """
 
     def score_block(self, x: State, a: Array, num_rows: int) -> Reduced:
-        """The reduced answers of steps ``a..a+num_rows-1`` (leading axis ``num_rows``), each
-        given its own prefix, in one oracle evaluation."""
+        """The reduced answers of steps ``a..a+num_rows-1``, each given its own prefix."""
 
     def score_and_query(
         self, x: State, steps: Array, k: Array, num_rows: int
     ) -> tuple[Reduced, Answer]:
-        """What one oracle evaluation of the engine's round answers: the reduced answers of
-        ``steps`` (each given its own prefix, as :meth:`score_block`'s rows) and
-        ``query(x, k, num_rows)``."""
+        """In one evaluation: the reduced answers of ``steps`` (as :meth:`score_block`'s
+        rows) and ``query(x, k, num_rows)``."""
 
     def rows_defect(
         self, x: State, steps: Array, rows: Reduced, valid: Array
@@ -177,24 +145,9 @@ class BlockScoringProcess(Process, Protocol):
 
 @runtime_checkable
 class BoundedSpeculationProcess(Process, Protocol):
-    """A process that declares ``bounded_speculation = True``: its speculation of a block of
-    ``m`` steps can be computed on any ``max_length >= m`` consecutive steps from the block's
-    start, with the same draw and density as on all ``N``.
-
-    >>> import jax, jax.numpy as jnp, numpy as np
-    >>> from numpyro_autospec.denoisers import PointCloudDenoiser
-    >>> from numpyro_autospec.processes import DiffusionProcess
-    >>> from numpyro_autospec.processes._time_grids import default_times
-    >>> process = DiffusionProcess(PointCloudDenoiser(jnp.eye(2)), 2, default_times(16, 50.0))
-    >>> process.bounded_speculation, isinstance(process, BoundedSpeculationProcess)
-    (True, True)
-    >>> x = process.init(jax.random.PRNGKey(0))
-    >>> key, answer = jax.random.PRNGKey(1), process.query(x, 0)
-    >>> whole = process.spec_sample(key, x, 0, 3, answer)
-    >>> short = process.spec_sample(key, x, 0, 3, answer, max_length=4)  # 4 steps, not 16
-    >>> bool(np.allclose(whole.path, short.path, atol=1e-6))
-    True
-    """
+    """A process that declares ``bounded_speculation = True``: a speculation of ``m`` steps
+    computed on ``max_length >= m`` steps from the block's start equals the one on all ``N``
+    (tested in ``tests/processes/test_diffusion.py``)."""
 
     def spec_sample(
         self,
@@ -205,21 +158,19 @@ class BoundedSpeculationProcess(Process, Protocol):
         answer: Answer,
         max_length: int | None = None,
     ) -> State:
-        """:meth:`Process.spec_sample`, reading and writing the steps
-        ``a .. a + max_length - 1`` only (``None``: all)."""
+        """:meth:`Process.spec_sample` on steps ``a .. a + max_length - 1`` only."""
 
     def spec_logp(
         self, x: State, a: Array, m: Array, answer: Answer, max_length: int | None = None
     ) -> Array:
-        """:meth:`Process.spec_logp`, reading the steps ``a .. a + max_length - 1`` only
-        (``None``: all)."""
+        """:meth:`Process.spec_logp` on steps ``a .. a + max_length - 1`` only."""
 
 
 @runtime_checkable
 class DiscreteStepProcess(Process, Protocol):
     """A process whose steps take one of ``num_categories`` values and whose speculation is a
-    product over steps.  This is what token- and block-verification (the ASSD-style peers,
-    :mod:`numpyro_autospec._core.verification`) need: explicit per-step distributions.
+    product over steps, as token and block verification
+    (:mod:`numpyro_autospec._core.verification`) need.
 
     >>> import jax, jax.numpy as jnp
     >>> from numpyro_autospec.oracles import CurieWeissOracle

@@ -11,38 +11,18 @@ The oracle is a denoiser :math:`f(t, y) = \mathbb{E}[Y \mid tY + W_t = y]`
 
     y_{k+1} = y_k + h_k f(t_k, y_k) + \sqrt{h_k}\,\xi_k, \qquad \xi_k \sim \mathcal{N}(0, I_d),
 
-and the sample is the denoised point :math:`f(t_N, y_N)`.
+and the sample is the denoised point :math:`f(t_N, y_N)`.  Step :math:`k` writes
+:math:`y_{k+1}`; ``query(x, k)`` is the drift :math:`f(t_k, y_k)`.
 
-* step :math:`k` writes :math:`y_{k+1}`; ``query(x, k)`` is :math:`f(t_k, y_k)` (one query),
-  ``reduce`` keeps it whole (the drift);
-* target: :math:`\mu(y_{k+1} \mid y_{\le k}) = \mathcal{N}(y_{k+1};\, y_k + h_k f(t_k, y_k),\,
-  h_k I)`;
-* speculation for the block :math:`S = [a, a+m)`: the same recursion with the drift frozen at
-  the single query :math:`O_a = f(t_a, y_a)`,
+* target: :math:`\mathcal{N}(y_{k+1};\, y_k + h_k f(t_k, y_k),\, h_k I)`;
+* speculation for the block :math:`S = [a, a+m)`: the drift frozen at :math:`O_a = f(t_a, y_a)`,
+  :math:`\nu_S = \prod_{k=a}^{a+m-1} \mathcal{N}(y_{k+1};\, y_k + h_k O_a,\, h_k I)`, a random
+  walk drawn in one shot as a cumulative sum; optionally (``speculation_variance``) the
+  *linear-response* speculation (:mod:`~numpyro_autospec.processes._linear_response`).
 
-  .. math::
-
-      \nu_S(y_{a+1}, \dots, y_{a+m}) = \prod_{k=a}^{a+m-1}
-          \mathcal{N}(y_{k+1};\, y_k + h_k O_a,\, h_k I),
-
-  a Gaussian random walk with constant drift, drawn in one shot as a cumulative sum;
-* optionally (``speculation_variance``), the *linear-response* speculation: the drift of
-  step :math:`k` of the block follows the path's deviation from the frozen-drift mean, with a
-  given variance's response or the posterior covariance's
-  (:mod:`~numpyro_autospec.processes._linear_response`); still a Gaussian path drawn in one
-  shot, from one query.
-
-The sampler's path then has exactly the law of the sequential Euler-Maruyama chain on the same
-grid.  A fine grid (large :math:`N`) is where autospeculation pays: the drift changes little
-over a block, so long speculations are accepted.
-
-Time grids (:mod:`numpyro_autospec.processes._time_grids`, also exported by
-:mod:`numpyro_autospec.processes`):
-:func:`~numpyro_autospec.processes.uniform_times` and
-:func:`~numpyro_autospec.processes.default_times`; the latter is spaced uniformly in
-:math:`\log(1 + \sigma^2 t)`, which equalizes the drift's change per step (see its docstring).
-
-Reference: Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869 (2025).
+The output has exactly the law of the sequential chain on the same grid; fine grids are where
+autospeculation pays.  Reference: Anari et al., *Parallel Sampling via Autospeculation*,
+arXiv:2511.07869 (2025).
 """
 
 from __future__ import annotations
@@ -80,25 +60,17 @@ __all__ = [
 
 
 class DiffusionState(NamedTuple):
-    """State of one diffusion draw.
+    """State of one diffusion draw: ``path[k]`` is :math:`y_k` (once step :math:`k-1` is
+    done), ``float32[N + 1, d]``, ``path[0] = 0``.
 
-    ``path[k]`` is :math:`y_k` (meaningful once step :math:`k-1` is done), shape
-    ``float32[N + 1, d]``; ``path[0] = y_0 = 0``.
-
-    Example
-    -------
     >>> import jax, jax.numpy as jnp
     >>> from numpyro_autospec.denoisers import PointCloudDenoiser
     >>> from numpyro_autospec.processes._time_grids import uniform_times
-    >>> process = DiffusionProcess(PointCloudDenoiser(jnp.array([[0.0], [1.0]])), 1,
-    ...                            uniform_times(4, 1.0))
+    >>> process = DiffusionProcess(PointCloudDenoiser(jnp.eye(1)), 1, uniform_times(4, 1.0))
     >>> x = process.init(jax.random.PRNGKey(0))
-    >>> x.path.shape, x.path[:, 0].tolist()
-    ((5, 1), [0.0, 0.0, 0.0, 0.0, 0.0])
-    >>> reduced = process.reduce(x, 0, process.query(x, 0))
-    >>> x = process.target_sample(jax.random.PRNGKey(1), x, 0, reduced)  # draws y_1
-    >>> bool(x.path[1, 0] != 0.0), x.path[2:, 0].tolist()
-    (True, [0.0, 0.0, 0.0])
+    >>> x = process.target_sample(jax.random.PRNGKey(1), x, 0, process.query(x, 0))  # y_1
+    >>> x.path.shape, bool(x.path[1, 0] != 0.0), x.path[2:, 0].tolist()
+    ((5, 1), True, [0.0, 0.0, 0.0])
     """
 
     path: Array
@@ -107,10 +79,8 @@ class DiffusionState(NamedTuple):
 class DiffusionProcess:
     r"""Stochastic localization with denoiser ``denoiser`` on the grid ``times``.
 
-    The state is :class:`DiffusionState`; :meth:`output` is the denoised point
-    :math:`f(t_N, y_N)` (``final_query = True``: the samplers query it after the last step) and
-    :meth:`final_state` is :math:`y_N`.  All log-densities are those of the Gaussian increments
-    with their full normalizing constants.
+    :meth:`output` is the denoised point :math:`f(t_N, y_N)` (queried after the last step),
+    :meth:`final_state` is :math:`y_N`; log-densities are normalized Gaussian ones.
 
     Parameters
     ----------
@@ -121,41 +91,30 @@ class DiffusionProcess:
         the dimension :math:`d`.
     times:
         a strictly increasing grid :math:`0 = t_0 < \dots < t_N` (for example
-        :func:`~numpyro_autospec.processes.default_times`); :math:`N` is the number of
-        steps.  Only its length is static: the values may be traced (checked on the host when
-        concrete, see :func:`~numpyro_autospec.denoisers._validation.check_time_grid`).
+        :func:`~numpyro_autospec.processes.default_times`); only its length is static.
     name:
         site name used in error messages.
     speculation_variance:
-        ``None`` (default): the speculation of a block ``[a, a+m)`` freezes the drift at
-        :math:`O_a` (the paper).  A variance :math:`s^2 > 0` (may be traced): the
-        *linear-response* speculation, drift :math:`O_a + c_k z_k` at step :math:`k` with
+        ``None`` (default): the speculation freezes the drift at :math:`O_a` (the paper).  A
+        variance :math:`s^2 > 0` (may be traced): the *linear-response* speculation, drift
+        :math:`O_a + c_k z_k` at step :math:`k` with
 
         .. math::
 
             c_k = \frac{s^2}{1 + s^2 t_k}, \qquad z_k = y_k - y_a - (t_k - t_a) O_a,
 
-        the drift of :math:`Y \sim \mathcal{N}(\mu, s^2 I)`, for which it *is* the target
-        (acceptance 1); it suits a Gaussian mixture whose components have variance
-        :math:`s^2`, where the frozen drift is rejected once a component is identified
-        (docs/diffusion.md, section 5); keep ``None`` for a point cloud,
-        whose posterior covariance collapses.  ``"posterior"``: the response of the posterior
-        covariance :math:`\Sigma_a = \nabla_y f(t_a, y_a)` read from the denoiser at the
-        block's start, :math:`C_k = \Sigma_a (I + (t_k - t_a) \Sigma_a)^{-1}` (the target
-        for any Gaussian); each query then returns :math:`(f, \lambda, U)`, the Jacobian's
-        eigendecomposition, shape ``[d + d + d * d]``, at the cost of :math:`d` forward-mode
-        passes.  The math: :mod:`~numpyro_autospec.processes._linear_response`.  Every choice
-        is exact (the algorithm is exact for any speculation drawn from its stated density,
-        docs/algorithm.md section 3); it only changes the acceptance.
+        the exact drift of :math:`Y \sim \mathcal{N}(\mu, s^2 I)` (suits Gaussian mixtures,
+        docs/diffusion.md section 5; keep ``None`` for a point cloud).  ``"posterior"``: the
+        response of the posterior covariance :math:`\Sigma_a = \nabla_y f(t_a, y_a)`,
+        :math:`C_k = \Sigma_a (I + (t_k - t_a) \Sigma_a)^{-1}`, read at each block's start
+        (queries then return :math:`(f, \lambda, U)`, ``[d + d + d * d]``, for :math:`d`
+        forward-mode passes).  Every choice keeps the law exact; it only changes the
+        acceptance.
     posterior_rank:
-        with ``"posterior"`` only: ``None`` (default) reads the whole Jacobian.  An integer
-        :math:`r < d` reads a rank-:math:`r` estimate with an isotropic rest instead
-        (:func:`~numpyro_autospec.processes._posterior_covariance.low_rank_covariance`: a
-        randomized range finder with fixed probes), for denoisers whose :math:`d` makes the
-        whole Jacobian too costly: a query costs :math:`3r` forward-mode passes and returns
-        :math:`(f, \lambda, \sigma^2, U)`, shape ``[d + r + 1 + d * r]``.  Exact for a
-        Gaussian of rank at most :math:`r`; for any target the law is unchanged.
-        :math:`r \ge d` reads the whole Jacobian.
+        with ``"posterior"`` only: ``None`` (default) or :math:`r \ge d` reads the whole
+        Jacobian; :math:`r < d` a rank-:math:`r` estimate with an isotropic rest
+        (:math:`3r` forward-mode passes, answers :math:`(f, \lambda, \sigma^2, U)`,
+        ``[d + r + 1 + d * r]``).
 
     Example
     -------
@@ -174,12 +133,8 @@ class DiffusionProcess:
     """
 
     final_query = True
-    #: no block form: a denoiser evaluation serves one step
     scores_blocks = False
-    #: declares ``query_batch`` / ``score_batch``: single-step queries read y_k in the pool
     batched_queries = True
-    #: declares ``max_length`` in ``spec_sample`` / ``spec_logp``: a speculation costs its
-    #: block's steps, not the whole path's
     bounded_speculation = True
 
     def __init__(
@@ -212,13 +167,11 @@ class DiffusionProcess:
             -0.5 * self.dim * (np.log(2.0 * np.pi) + log_step_sizes), dtype=jnp.float32
         )
         self.speculation_variance = speculation_variance
-        #: the linear response is the posterior covariance's, read from the denoiser's Jacobian
         self.posterior_response = is_posterior(speculation_variance)
         #: the rank of the posterior covariance's estimate (``None``: the whole Jacobian)
         self.posterior_rank = check_posterior_rank(
             posterior_rank, speculation_variance, self.dim, site=name
         )
-        #: columns of the eigenbasis in an answer: ``d``, or the rank of the estimate
         self._posterior_columns = self.dim if self.posterior_rank is None else self.posterior_rank
         if self.posterior_rank is not None:  # fixed: a query is a function of (t, y) alone
             self._probes = probes(self.dim, self.posterior_rank)
@@ -229,9 +182,8 @@ class DiffusionProcess:
                 variance, self.times, self.step_sizes
             )
 
-    # -- state ---------------------------------------------------------------------------
     def init(self, key: Array) -> DiffusionState:
-        """:math:`y_0 = 0`; the key is not used (the start is deterministic)."""
+        """:math:`y_0 = 0` (the key is not used)."""
         del key
         return DiffusionState(path=jnp.zeros((self.num_steps + 1, self.dim), jnp.float32))
 
@@ -245,18 +197,13 @@ class DiffusionProcess:
         return (steps >= a) & (steps < a + m)
 
     def _increment_log_density(self, increment, drift, step_size, log_normalizer) -> Array:
-        """:math:`\\log \\mathcal{N}(\\Delta;\\, h\\,\\text{drift},\\, h I)`, summed over the
-        last axis (works for one step and for stacked steps)."""
+        """:math:`\\log \\mathcal{N}(\\Delta;\\, h\\,\\text{drift},\\, h I)`, per step."""
         residual = increment - step_size[..., None] * drift
         return log_normalizer - 0.5 * jnp.sum(residual**2, axis=-1) / step_size
 
-    # -- oracle --------------------------------------------------------------------------
     def _evaluate(self, t: Array, y: Array) -> Array:
-        r"""The answer at :math:`(t, y)`: :math:`f(t, y)`; with ``"posterior"`` followed by the
-        eigendecomposition of the posterior covariance :math:`\nabla_y f(t, y)`, read whole
-        (:func:`~numpyro_autospec.processes._posterior_covariance.whole_covariance`) or as a
-        rank-``posterior_rank`` estimate with an isotropic rest
-        (:func:`~numpyro_autospec.processes._posterior_covariance.low_rank_covariance`)."""
+        r"""The answer at :math:`(t, y)`: :math:`f(t, y)`, with ``"posterior"`` followed by the
+        eigendecomposition of :math:`\nabla_y f(t, y)` (whole or low-rank)."""
         if not self.posterior_response:
             return self.denoiser(t, y)
         if self.posterior_rank is not None:
@@ -264,22 +211,17 @@ class DiffusionProcess:
         return whole_covariance(self.denoiser, t, y)
 
     def query(self, x: DiffusionState, k: Array, num_rows: int = 1) -> Array:
-        """The drift :math:`f(t_k, y_k)`, shape ``[d]`` (with ``"posterior"``: followed by
-        the posterior covariance's eigenvalues and eigenvectors, shape ``[d + d + d * d]``,
-        or ``[d + r + 1 + d * r]`` with ``posterior_rank`` :math:`= r`):
-        the whole speculation of a block starting at ``k`` (``num_rows`` is not used)."""
+        """The drift :math:`f(t_k, y_k)`, ``[d]`` (``"posterior"``: followed by the
+        eigendecomposition); ``num_rows`` is not used."""
         del num_rows
         return self._evaluate(self.times[k], x.path[k])
 
     def reduce(self, x: DiffusionState, k: Array, answer: Array) -> Array:
-        """The drift: step ``k`` needs it and nothing else."""
+        """The drift."""
         return answer[..., : self.dim]
 
-    # -- batched forms for the engine (read only the rows each query needs) ------------------
     def query_batch(self, states: DiffusionState, slot: Array, k: Array) -> Array:
-        """``query(states[slot[i]], k[i])`` for every ``i``, reading :math:`y_k` only (the
-        engine's pool holds one path per slot; gathering whole paths per query would move
-        :math:`O(N d)` floats per query)."""
+        """``query(states[slot[i]], k[i])`` for every ``i``, reading only :math:`y_k`."""
         return jax.vmap(self._evaluate)(self.times[k], states.path[slot, k])
 
     def score_batch(
@@ -292,15 +234,13 @@ class DiffusionProcess:
         )
         return drifts, log_densities
 
-    # -- target ----------------------------------------------------------------------------
     def target_logp(self, x: DiffusionState, k: Array, reduced: Array) -> Array:
         """:math:`\\log \\mathcal{N}(y_{k+1};\\, y_k + h_k f(t_k, y_k),\\, h_k I)`."""
         return self.step_log_density(k, x.path[k], x.path[k + 1], reduced)
 
     def step_log_density(self, k: Array, y: Array, y_next: Array, drift: Array) -> Array:
-        """The Euler-Maruyama transition density of step ``k``,
-        :math:`\\log \\mathcal{N}(y_{k+1};\\, y_k + h_k f,\\, h_k I)`; :meth:`target_logp` and
-        :meth:`score_batch` both use it (override this one to change the target)."""
+        """:math:`\\log \\mathcal{N}(y_{k+1};\\, y_k + h_k f,\\, h_k I)`, the target of
+        :meth:`target_logp` and :meth:`score_batch`."""
         return self._increment_log_density(
             y_next - y, drift, self.step_sizes[k], self._log_normalizers[k]
         )
@@ -311,11 +251,9 @@ class DiffusionProcess:
         step = self.step_sizes[k] * reduced + self._sqrt_step_sizes[k] * noise
         return x._replace(path=x.path.at[k + 1].set(x.path[k] + step))
 
-    # -- speculation -----------------------------------------------------------------------
     def _window(self, a: Array, max_length: int | None) -> tuple[Array, Array]:
-        """``(start, steps)``: the ``L = max_length`` (default ``N``) consecutive steps
-        ``start .. start + L - 1`` that hold a block starting at ``a`` of at most ``L`` steps,
-        ``start = min(a, N - L)``; with ``L = N`` every step."""
+        """``(start, steps)``: the ``L = max_length`` (default ``N``) steps from
+        ``start = min(a, N - L)``."""
         length = self.num_steps if max_length is None else int(max_length)
         if not 1 <= length <= self.num_steps:
             raise InputError(
@@ -325,8 +263,7 @@ class DiffusionProcess:
         return start, start + jnp.arange(length)
 
     def _noise(self, key: Array, steps: Array) -> Array:
-        """The speculation's standard normal noise of ``steps``, row ``k`` from
-        ``fold_in(key, k)``: the same for a step whatever window holds it."""
+        """Standard normal noise of ``steps``, row ``k`` from ``fold_in(key, k)`` (window-free)."""
         return jax.vmap(
             lambda k: jax.random.normal(jax.random.fold_in(key, k), (self.dim,), jnp.float32)
         )(steps)
@@ -340,21 +277,10 @@ class DiffusionProcess:
         answer: Array,
         max_length: int | None = None,
     ):
-        """Rows ``a+1 .. a+m`` of the path drawn from the speculation in one shot (the noise of
-        step ``k`` is ``normal(fold_in(key, k), (d,))``); other rows are unchanged.
-
-        ``max_length`` (static, at least ``m``; declared fast path ``bounded_speculation``)
-        limits the work to the ``max_length`` steps from ``a``: the draw is the same for every
-        bound, and the cost of a speculation follows its block, not :math:`N`.
-
-        Frozen drift: the random walk with drift ``answer`` :math:`= O_a = f(t_a, y_a)`, one
-        cumulative sum of masked increments.  Linear response: the deviation from the
-        frozen-drift mean path obeys :math:`z_{k+1} = (1 + h_k c_k) z_k + \\sqrt{h_k}\\,\\xi_k`,
-        :math:`z_a = 0`, solved as :math:`z_{k+1} = e^{L_{k+1}} \\sum_{j=a}^{k} e^{-L_{j+1}}
-        \\sqrt{h_j}\\,\\xi_j` with :math:`L_k = \\sum_{a \\le i < k} \\log(1 + h_i c_i)`:
-        again one cumulative sum (per direction of the posterior covariance's eigenbasis for
-        ``"posterior"``, whose noise is drawn in that basis; with ``posterior_rank``, the noise
-        orthogonal to the basis responds with the rest's variance, one more cumulative sum)."""
+        """Rows ``a+1 .. a+m`` of the path drawn from the speculation in one cumulative sum
+        (frozen drift, or the linear response of
+        :mod:`~numpyro_autospec.processes._linear_response`); ``max_length`` (static,
+        ``>= m``) bounds the work without changing the draw."""
         start, steps = self._window(a, max_length)
         rows = jax.lax.dynamic_slice_in_dim(x.path, start + 1, steps.shape[0])
         in_block = self._in_block(a, m, steps)[:, None]
@@ -377,9 +303,7 @@ class DiffusionProcess:
         return x._replace(path=jax.lax.dynamic_update_slice_in_dim(x.path, rows, start + 1, 0))
 
     def _response(self, a: Array, answer: Array, steps: Array) -> linear_response.Response:
-        """The linear response of a block starting at ``a`` on the window ``steps``
-        (:mod:`~numpyro_autospec.processes._linear_response`): the constructor's tables for a
-        given variance, the answer's eigendecomposition for ``"posterior"``."""
+        """The linear response of a block starting at ``a`` on the window ``steps``."""
         if not self.posterior_response:
             return linear_response.given_variance_response(
                 self._responses, self._log_growths, a, steps
@@ -404,12 +328,8 @@ class DiffusionProcess:
         max_length: int | None = None,
     ) -> Array:
         """:math:`\\sum_{k=a}^{a+m-1} \\log \\mathcal{N}(y_{k+1};\\, y_k + h_k b_k,\\, h_k I)`
-        with the speculation's drift :math:`b_k = O_a` (frozen) or
-        :math:`b_k = O_a + C_k z_k` (linear response: :math:`C_k = c_k I` for a given
-        variance, :math:`U \\operatorname{diag}(c_k) U^\\top` for the posterior's, plus
-        :math:`c_k^{\\mathrm{rest}} (I - U U^\\top)` under ``posterior_rank``, :math:`U` then
-        :math:`d \\times r`).  ``max_length`` (static, at least ``m``) limits the work to the
-        ``max_length`` steps from ``a``, as in :meth:`spec_sample`."""
+        with :math:`b_k = O_a` (frozen) or :math:`O_a + C_k z_k` (linear response);
+        ``max_length`` as in :meth:`spec_sample`."""
         start, steps = self._window(a, max_length)
         path = jax.lax.dynamic_slice_in_dim(x.path, start, steps.shape[0] + 1)
         drift = answer[None, : self.dim]
@@ -431,23 +351,19 @@ class DiffusionProcess:
         return jnp.sum(jnp.where(self._in_block(a, m, steps), log_densities, 0.0))
 
     def output(self, x: DiffusionState, final_answer: Array | None = None) -> Array:
-        """The denoised point :math:`f(t_N, y_N)` (``final_answer``, queried by the sampler)."""
+        """The denoised point :math:`f(t_N, y_N)` (``final_answer``)."""
         if final_answer is None:
             raise InputError(f"site {self.name!r}: output needs final_answer = query(x, num_steps)")
         return final_answer[..., : self.dim]
 
-    #: the exception of a defective denoiser answer found by the samplers' validation
     defect_error = DenoiserError
 
     def answer_defect(self, x: DiffusionState, k: Array, answer: Array) -> tuple[Array, Array]:
-        """``(code, entry)`` of the first NaN or infinity of a denoiser answer
-        (:func:`~numpyro_autospec.errors.nonfinite_defect`; code 0: none)."""
+        """``(code, entry)`` of the first NaN or infinity of a denoiser answer (0: none)."""
         return nonfinite_defect(answer)
 
     def describe_defect(self, code: int, row: int, step: int) -> str:
-        """Host side: the sentence for a defective denoiser answer found by the engine (the
-        generic check: NaN or an infinity in entry ``row``) at the query of step ``step``,
-        naming the denoiser and, when the grid is concrete, the time."""
+        """Host side: the message for a defect found by :meth:`answer_defect`."""
         denoiser = getattr(self.denoiser, "__qualname__", type(self.denoiser).__name__)
         t = None
         if not isinstance(self.times, jax.core.Tracer):

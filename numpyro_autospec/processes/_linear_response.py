@@ -9,32 +9,19 @@ lets it follow the deviation of the path from the frozen-drift mean,
 
     b_k = O_a + C_k z_k, \qquad z_k = y_k - y_a - (t_k - t_a) O_a, \qquad k \in S,
 
-with a response :math:`C_k` that stands for the posterior covariance
-:math:`\operatorname{Cov}(Y \mid y_{t_k})` (the drift's Jacobian):
+with a response :math:`C_k` standing for the posterior covariance
+:math:`\operatorname{Cov}(Y \mid y_{t_k})`:
 
-* a given variance :math:`s^2`: :math:`C_k = c_k I`, :math:`c_k = s^2 / (1 + s^2 t_k)`, the
-  response of a Gaussian :math:`\mathcal{N}(\mu, s^2 I)` (:func:`given_variance_tables`,
-  :func:`given_variance_response`);
-* the posterior's, read from the denoiser at the block's start
+* a given variance :math:`s^2`: :math:`C_k = c_k I`, :math:`c_k = s^2 / (1 + s^2 t_k)`;
+* the posterior's, read at the block's start
   (:mod:`~numpyro_autospec.processes._posterior_covariance`):
   :math:`C_k = U \operatorname{diag}(\lambda / (1 + \lambda (t_k - t_a))) U^\top`, plus the
-  isotropic rest's response on the complement of :math:`U` for a rank-:math:`r` estimate
-  (:func:`posterior_response`).
+  isotropic rest's response off :math:`U` for a rank-:math:`r` estimate.
 
-Along each direction :math:`i` of the response's basis the deviation obeys
-:math:`z_{k+1} = (1 + h_k c_k) z_k + \sqrt{h_k}\,\xi_k`, :math:`z_a = 0`, solved as
-:math:`z_{k+1} = e^{G_k} \sum_{j=a}^{k} e^{-G_j} \sqrt{h_j}\,\xi_j` with
-:math:`G_k = \sum_{a \le l \le k} \log(1 + h_l c_l)`: one cumulative sum
-(:func:`response_walk`), so a block is still drawn in one shot (:func:`sample_deviation`), and
-its density is that of Gaussian increments with drift :math:`b_k` (:func:`response_drift`).
-Any response is exact (the algorithm is exact for any speculation drawn from its stated
-density, docs/algorithm.md section 3); it changes the acceptance only.
-
-All functions work on a window of ``L`` consecutive steps ``steps`` that holds the block (the
-bounded speculation of ``DiffusionProcess.spec_sample``); rows of steps before ``a`` are
-meaningless and masked by the caller.
-
-Reference: Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869 (2025).
+Along each direction :math:`z_{k+1} = (1 + h_k c_k) z_k + \sqrt{h_k}\,\xi_k`, :math:`z_a = 0`,
+drawn in one cumulative sum (:func:`response_walk`).  Any response keeps the law exact
+(docs/algorithm.md section 3).  The functions work on a window ``steps`` of ``L`` steps holding
+the block.  Reference: Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869.
 """
 
 from __future__ import annotations
@@ -66,15 +53,10 @@ __all__ = [
 
 
 class Response(NamedTuple):
-    """The linear response of a block on a window of ``L`` steps ``steps``.
-
-    ``basis``: ``None`` (the identity: a given variance, the same response in every
-    direction) or the orthonormal columns :math:`U`, ``[d, r]``.  ``rates[j, i]``: :math:`c_k`
-    along direction ``i``, :math:`k` = ``steps[j]``.  ``log_growths[j, i]``:
-    :math:`G_k = \\sum_{a \\le l \\le k} \\log(1 + h_l c_l)`.  Both ``[L, 1]`` for a given
-    variance, ``[L, r]`` for the posterior's, ``[L, r + 1]`` with a rank-:math:`r` estimate
-    (the last column the rest's).
-    """
+    """The linear response of a block on a window of ``L`` steps: ``basis`` ``None`` (the
+    identity) or :math:`U`, ``[d, r]``; ``rates[j, i]`` :math:`c_k` and ``log_growths[j, i]``
+    :math:`G_k` along direction ``i`` at :math:`k` = ``steps[j]``, ``[L, 1]``, ``[L, r]`` or
+    ``[L, r + 1]`` (the last column the rest's)."""
 
     basis: Array | None
     rates: Array
@@ -83,8 +65,7 @@ class Response(NamedTuple):
 
 def given_variance_tables(variance: Array, times: Array, step_sizes: Array) -> tuple[Array, Array]:
     """``(c, L)`` of a given variance :math:`s^2` on the whole grid: :math:`c_k = s^2 / (1 +
-    s^2 t_k)`, ``k = 0..N-1``, and :math:`L_k = \\sum_{i<k} \\log(1 + h_i c_i)`, ``k = 0..N``
-    (computed once, in the process's constructor)."""
+    s^2 t_k)`, ``k < N``, and :math:`L_k = \\sum_{i<k} \\log(1 + h_i c_i)`, ``k <= N``."""
     rates = variance / (1.0 + variance * times[:-1])
     log_growths = jnp.concatenate([jnp.zeros(1), jnp.cumsum(jnp.log1p(step_sizes * rates))])
     return rates, log_growths
@@ -107,11 +88,9 @@ def posterior_response(
     a: Array,
     steps: Array,
 ) -> Response:
-    r"""The :class:`Response` of the posterior covariance read at the block's start:
-    ``answer`` is :math:`(f, \lambda, U)` (``[d + d + d * d]``, ``columns = d``) or, with
-    ``with_rest`` (a rank-``columns`` estimate), :math:`(f, \lambda, \sigma^2, U)`
-    (``[d + r + 1 + d * r]``); :math:`c_k = \lambda_i / (1 + \lambda_i (t_k - t_a))`, the
-    eigenvalues clipped at 0 so that a rounding error cannot make a variance negative."""
+    r"""The :class:`Response` of an answer :math:`(f, \lambda, U)` (or, ``with_rest``,
+    :math:`(f, \lambda, \sigma^2, U)`): :math:`c_k = \lambda_i / (1 + \lambda_i (t_k - t_a))`,
+    eigenvalues clipped at 0."""
     count = columns + with_rest  # variances: one more with a rank, the rest's
     variances = jnp.maximum(answer[dim : dim + count], 0.0)[None, :]
     basis = answer[dim + count :].reshape(dim, columns)
@@ -123,10 +102,9 @@ def posterior_response(
 
 
 def response_walk(log_growths: Array, scaled_noise: Array, in_block: Array) -> Array:
-    r"""The deviations :math:`z_{k+1} = e^{G_k} \sum_{j=a}^{k} e^{-G_j}
-    \sqrt{h_j}\,\xi_j` of a block (rows of ``scaled_noise`` :math:`= \sqrt{h_j}\,\xi_j`,
-    columns of ``log_growths`` broadcast against its own; rows outside the block, where
-    ``in_block`` is false, contribute nothing): one cumulative sum."""
+    r"""The deviations :math:`z_{k+1} = e^{G_k} \sum_{j=a}^{k} e^{-G_j} \sqrt{h_j}\,\xi_j`,
+    :math:`G_k = \sum_{a \le l \le k} \log(1 + h_l c_l)` (``scaled_noise``
+    :math:`= \sqrt{h_j}\,\xi_j`; rows outside ``in_block`` add nothing)."""
     scaled = jnp.exp(-log_growths) * scaled_noise
     return jnp.exp(log_growths) * prefix_sum(jnp.where(in_block, scaled, 0.0), axis=0)
 
@@ -138,10 +116,8 @@ def sample_deviation(
     in_block: Array,
     with_rest: bool,
 ) -> Array:
-    r"""The deviations :math:`z_{k+1}` of a speculated block, ``[L, d]``, from standard normal
-    ``noise`` ``[L, d]``: walked along the identity (a given variance) or in the eigenbasis
-    :math:`U` (the noise's coordinates there are still standard normal); ``with_rest``: the
-    noise off :math:`U` walks with the rest's response (the last column of the response)."""
+    r"""The deviations :math:`z_{k+1}`, ``[L, d]``, from standard normal ``noise``, walked in
+    the response's basis (``with_rest``: the noise off :math:`U` with the rest's response)."""
     log_growths = response.log_growths
     if response.basis is None:
         return response_walk(log_growths, sqrt_step_sizes * noise, in_block)
@@ -157,11 +133,8 @@ def sample_deviation(
 
 
 def response_drift(drift: Array, response: Response, deviation: Array, with_rest: bool) -> Array:
-    r"""The speculation's drift :math:`b_k = O_a + C_k z_k` from the frozen ``drift``
-    :math:`O_a` (``[1, d]``) and the rows ``deviation`` :math:`= z_k` (``[L, d]``):
-    :math:`C_k z_k = c_k z_k` (a given variance), :math:`U \operatorname{diag}(c_k) U^\top z_k`
-    (the posterior's), plus :math:`c_k^{\mathrm{rest}} (z_k - U U^\top z_k)` with
-    ``with_rest``."""
+    r"""The drift :math:`b_k = O_a + C_k z_k` from ``drift`` :math:`O_a` (``[1, d]``) and
+    ``deviation`` :math:`z_k` (``[L, d]``)."""
     basis, rates = response.basis, response.rates
     if basis is None:
         return drift + rates * deviation
@@ -173,12 +146,8 @@ def response_drift(drift: Array, response: Response, deviation: Array, with_rest
 
 
 def check_speculation_variance(variance, site: str | None = None) -> Array:
-    """The linear-response speculation's variance as a float32 array; a concrete value that is
-    not a positive finite scalar is refused with a
-    :class:`~numpyro_autospec.errors.DenoiserError` (naming ``site`` when given).  A traced
-    value passes: only its shape is checked.  (The string ``"posterior"`` is not a variance:
-    :func:`~numpyro_autospec.processes._posterior_covariance.is_posterior` recognizes it
-    first.)
+    """The variance as float32; a concrete value that is not a positive finite scalar raises
+    :class:`~numpyro_autospec.errors.DenoiserError` (a traced one: only its shape is checked).
 
     >>> float(check_speculation_variance(0.25))
     0.25

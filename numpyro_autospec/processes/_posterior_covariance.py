@@ -8,22 +8,11 @@ posterior mean in its observation is the posterior covariance,
     \nabla_y f(t, y) = \operatorname{Cov}(Y \mid tY + W_t = y),
 
 which the speculation ``speculation_variance="posterior"`` of
-:class:`~numpyro_autospec.processes.DiffusionProcess` follows over a block
-(docs/diffusion.md, "The process: target and speculation densities").  This module reads it
-at one point :math:`(t, y)`, as the answer of one query:
-
-* :func:`whole_covariance`: the whole Jacobian (``jax.jacfwd``, :math:`d` forward-mode passes)
-  and the eigendecomposition of its symmetric part, :math:`(f, \lambda, U)`, shape
-  ``[d + d + d * d]``;
-* :func:`low_rank_covariance`: a rank-:math:`r` estimate by the randomized range finder
-  (Halko, Martinsson and Tropp, "Finding structure with randomness", SIAM Review 53, 2011)
-  and an isotropic rest by Hutchinson's trace estimator, :math:`(f, \lambda, \sigma^2, U)`,
-  shape ``[d + r + 1 + d * r]``, :math:`3r` forward-mode passes.
-
-A learned denoiser's Jacobian need not be symmetric, and an estimate need not be exact: any
-speculation drawn from its stated density is exact (docs/algorithm.md, section 3), so these
-choices change the acceptance, never the law.
-
+:class:`~numpyro_autospec.processes.DiffusionProcess` follows over a block.  It is read at one
+point, as the answer of one query, whole (:func:`whole_covariance`) or as a rank-:math:`r`
+estimate (:func:`low_rank_covariance`, the randomized range finder of Halko, Martinsson and
+Tropp, SIAM Review 53, 2011, plus Hutchinson's trace estimator).  Asymmetric or inexact
+readings change the acceptance, never the law (docs/algorithm.md, section 3).
 Reference: Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869 (2025).
 """
 
@@ -49,15 +38,11 @@ __all__ = [
 ]
 
 POSTERIOR = "posterior"
-"""``speculation_variance=POSTERIOR``: the speculation follows the linear response of the
-posterior covariance, read from the denoiser's Jacobian at each block's start
-(:class:`~numpyro_autospec.processes.DiffusionProcess`)."""
+"""``speculation_variance=POSTERIOR``: the response of the denoiser's Jacobian."""
 
 
 def is_posterior(variance) -> bool:
-    """Whether ``variance`` asks for the posterior covariance's response (the string
-    :data:`POSTERIOR`; any other string is refused by
-    :func:`~numpyro_autospec.processes._linear_response.check_speculation_variance`).
+    """Whether ``variance`` is the string :data:`POSTERIOR`.
 
     >>> is_posterior("posterior"), is_posterior(0.01), is_posterior(None)
     (True, False, False)
@@ -66,12 +51,8 @@ def is_posterior(variance) -> bool:
 
 
 def check_posterior_rank(rank, variance, dim: int, site: str | None = None) -> int | None:
-    """The rank of the posterior covariance's estimate (``posterior_rank`` of
-    :class:`~numpyro_autospec.processes.DiffusionProcess`): ``None`` for the whole
-    Jacobian (``rank`` is ``None``, or at least ``dim``), else ``rank`` as an ``int``.  A rank
-    without ``speculation_variance="posterior"``, or one that is not a positive integer, is
-    refused with a :class:`~numpyro_autospec.errors.DenoiserError` (naming ``site`` when
-    given).
+    """``posterior_rank`` checked: ``None`` for the whole Jacobian (``None`` or ``>= dim``),
+    else an ``int``; :class:`~numpyro_autospec.errors.DenoiserError` without ``"posterior"``.
 
     >>> check_posterior_rank(8, "posterior", 64), check_posterior_rank(64, "posterior", 64)
     (8, None)
@@ -94,9 +75,8 @@ speculation_variance='posterior', got 0.01
 
 
 def full_precision_matmul(a: Array, b: Array) -> Array:
-    """A float32 product at full precision: a speculation's path and its density are computed
-    by different products, and must agree to float32 rounding on every backend (an
-    accelerator's default may round the operands to fewer bits).
+    """A float32 product at full precision, so that a speculation's path and density agree to
+    float32 rounding on every backend.
 
     >>> full_precision_matmul(jnp.eye(2), jnp.ones((2, 1))).tolist()
     [[1.0], [1.0]]
@@ -105,9 +85,8 @@ def full_precision_matmul(a: Array, b: Array) -> Array:
 
 
 def probes(dim: int, rank: int) -> Array:
-    """The fixed Gaussian probes of :func:`low_rank_covariance`, ``float32[2, dim, rank]``:
-    the range finder's, then the trace's.  Drawn once from a fixed seed (NumPy's
-    ``default_rng(0)``), so that a query is a function of :math:`(t, y)` alone.
+    """The fixed Gaussian probes of :func:`low_rank_covariance`, ``float32[2, dim, rank]``
+    (``default_rng(0)``: a query is a function of :math:`(t, y)` alone).
 
     >>> probes(64, 8).shape
     (2, 64, 8)
@@ -116,9 +95,8 @@ def probes(dim: int, rank: int) -> Array:
 
 
 def whole_covariance(denoiser: Callable[[Array, Array], Array], t: Array, y: Array) -> Array:
-    r""":math:`(f, \lambda, U)` at :math:`(t, y)`, flattened into ``[d + d + d * d]``: the
-    drift, then the eigenvalues and the eigenvectors (columns) of the symmetric part of
-    :math:`\nabla_y f(t, y)`, read by ``jax.jacfwd`` (one pass of :math:`d` tangents).
+    r""":math:`(f, \lambda, U)`, ``[d + d + d * d]``: the drift and the eigendecomposition of
+    the symmetric part of :math:`\nabla_y f(t, y)` (``jax.jacfwd``).
 
     >>> from numpyro_autospec.denoisers import GaussianMixtureDenoiser
     >>> gaussian = GaussianMixtureDenoiser.isotropic(jnp.ones(1), jnp.zeros((1, 2)), 0.5)
@@ -139,21 +117,12 @@ def whole_covariance(denoiser: Callable[[Array, Array], Array], t: Array, y: Arr
 def low_rank_covariance(
     denoiser: Callable[[Array, Array], Array], t: Array, y: Array, probes: Array
 ) -> Array:
-    r""":math:`(f, \lambda, \sigma^2, U)` at :math:`(t, y)`, flattened into
-    ``[d + r + 1 + d * r]`` (``probes``: :func:`probes`, ``[2, d, r]``): with :math:`J =
-    \nabla_y f(t, y)` and :math:`\Omega` the first probes,
-
-    * :math:`Q`: an orthonormal frame of :math:`J \Omega` (``d x r``, the range finder);
-    * :math:`V \operatorname{diag}(\lambda) V^\top`: the eigendecomposition of the symmetric
-      part of :math:`Q^\top J Q`, and :math:`U = Q V`;
-    * :math:`\sigma^2 = \max(0, \tfrac{1}{r} \sum_i w_i^\top P J P w_i) / (d - r)`,
-      :math:`P = I - Q Q^\top` and :math:`w_i` the second probes: Hutchinson's estimate of
-      the trace of the rest, spread evenly over its :math:`d - r` directions.
-
-    The covariance read is :math:`U \operatorname{diag}(\lambda) U^\top + \sigma^2 (I - U
-    U^\top)`: the covariance itself when it has rank at most :math:`r` (then :math:`Q` spans
-    its range and :math:`\sigma^2 = 0`).  :math:`3r` forward-mode passes through one
-    linearization of the denoiser.
+    r""":math:`(f, \lambda, \sigma^2, U)`, ``[d + r + 1 + d * r]``, with :math:`J = \nabla_y
+    f(t, y)`: :math:`Q` an orthonormal frame of :math:`J \Omega` (:math:`\Omega` the first
+    :func:`probes`), :math:`U = Q V` with :math:`V \operatorname{diag}(\lambda) V^\top` the
+    symmetric part of :math:`Q^\top J Q`, and :math:`\sigma^2 = \max(0, \tfrac{1}{r} \sum_i
+    w_i^\top P J P w_i) / (d - r)`, :math:`P = I - Q Q^\top` (Hutchinson, second probes).
+    Exact for a covariance of rank at most :math:`r`; :math:`3r` forward-mode passes.
 
     >>> from numpyro_autospec.denoisers import GaussianMixtureDenoiser
     >>> gaussian = GaussianMixtureDenoiser.isotropic(jnp.ones(1), jnp.zeros((1, 4)), 0.5)

@@ -2,9 +2,7 @@ r"""Time grids of the diffusion process (:mod:`numpyro_autospec.processes._diffu
 :math:`0 = t_0 < t_1 < \dots < t_N`, float32.
 
 * :func:`uniform_times`: :math:`t_k = k\,t_{\max}/N`;
-* :func:`default_times`: uniform in :math:`\log(1 + \sigma^2 t)`, which equalizes the drift's
-  change per step, for targets with bounded support (the derivation and a numerical check are
-  in its docstring).
+* :func:`default_times`: uniform in :math:`\log(1 + \sigma^2 t)`, for bounded targets.
 
 Reference: Anari et al., *Parallel Sampling via Autospeculation*, arXiv:2511.07869 (2025).
 """
@@ -20,10 +18,9 @@ from numpyro_autospec.errors import TimeGridError, positive_integer
 
 __all__ = ["DEFAULT_DATA_VARIANCE", "DEFAULT_T_MAX", "default_times", "uniform_times"]
 
-#: End time of :func:`default_times` for data in :math:`[0, 1]^d` (see its docstring).
+#: End time of :func:`default_times` for data in :math:`[0, 1]^d`.
 DEFAULT_T_MAX = 1000.0
-#: :math:`\sigma^2` of :func:`default_times`: the largest variance of a :math:`[0, 1]`-valued
-#: coordinate (Popoviciu's inequality), so the grid is fine enough for any such data.
+#: :math:`\sigma^2` of :func:`default_times`: the largest variance on :math:`[0, 1]`.
 DEFAULT_DATA_VARIANCE = 0.25
 
 
@@ -53,58 +50,27 @@ def default_times(
         t_k = \frac{\exp\!\big(\tfrac{k}{N}\log(1 + \sigma^2 t_{\max})\big) - 1}{\sigma^2},
         \qquad k = 0, \dots, N,
 
-    with :math:`\sigma^2` = ``data_variance``.  Steps are about :math:`1/\sigma^2`-uniform while
-    :math:`t \lesssim 1/\sigma^2` and geometric (:math:`h_k \propto t_k`) after that.
+    with :math:`\sigma^2` = ``data_variance``: about :math:`1/\sigma^2`-uniform while
+    :math:`t \lesssim 1/\sigma^2`, geometric (:math:`h_k \propto t_k`) after.
 
-    **Why.**  The drift is the posterior mean :math:`m_t = f(t, y_t)`, a martingale with
-    :math:`dm_t = \Sigma_t\,dB_t`, where :math:`\Sigma_t = \operatorname{Cov}(Y \mid y_t)` is
-    also the drift's Jacobian :math:`\nabla_y f` (its Lipschitz constant).  Freezing the drift
-    over a stretch of length :math:`h` (an Euler step, or a speculated block) costs
+    **Why.**  Freezing the drift over a stretch :math:`h` costs
+    :math:`\mathrm{KL} \approx \tfrac14\,h^2\,\mathbb{E}\operatorname{tr}\Sigma_t^2`, with
+    :math:`\Sigma_t = \operatorname{Cov}(Y \mid y_t) = \nabla_y f`.  For a Gaussian proxy,
+    :math:`\Sigma_t = \sigma^2/(1 + \sigma^2 t)\,I`, the cost is equal along the grid when
+    :math:`h(t) \propto 1/\sigma^2 + t`, i.e. uniform in :math:`\log(1 + \sigma^2 t)`: the chain
+    costs :math:`\approx d\,\log(1 + \sigma^2 t_{\max})^2 / (4N)` against
+    :math:`d\,\sigma^2 t_{\max}/N` for the uniform grid.  :math:`\sigma^2 = 1/4` bounds the
+    variance of a :math:`[0, 1]`-valued coordinate (Popoviciu).
 
-    .. math::
+    **End time.**  A point cloud's output is within :math:`\varepsilon` of a data point once
+    :math:`t\,\delta_{\min}^2/2 \gtrsim \log(M/\varepsilon)`: :math:`t \approx 300` for the
+    digits in :math:`[0, 1]^{64}` (:func:`~numpyro_autospec.denoisers.digits_point_cloud`),
+    hence :math:`t_{\max} = 1000`.
 
-        \mathrm{KL} \approx \tfrac12\,\mathbb{E}\!\int_{t}^{t+h} |m_s - m_t|^2\,ds
-        \approx \tfrac14\,h^2\,\mathbb{E}\operatorname{tr}\Sigma_t^2 .
-
-    Minimizing :math:`\sum_k h_k^2 g(t_k)` at fixed :math:`\sum_k h_k` gives
-    :math:`h(t) \propto g(t)^{-1/2}`.  For a Gaussian proxy with per-coordinate variance
-    :math:`\sigma^2`, :math:`\Sigma_t = \sigma^2/(1 + \sigma^2 t)\,I`, so
-    :math:`h(t) \propto 1/\sigma^2 + t`: uniform in :math:`\log(1 + \sigma^2 t)`, with every
-    step costing the same :math:`d\,\Delta s^2/4` and the chain in total
-    :math:`\approx d\,\log(1 + \sigma^2 t_{\max})^2 / (4N)`, against
-    :math:`\approx d\,\sigma^2 t_{\max}/N` for the uniform grid.  Two regimes justify the proxy
-    for bounded data: at small :math:`t` the posterior is the prior,
-    :math:`\Sigma_t \approx \operatorname{Cov}(Y) \preceq \sigma^2 I` (Popoviciu: at most
-    :math:`1/4` per coordinate in :math:`[0, 1]`, the default); at large :math:`t` a target
-    with a density has :math:`\Sigma_t \approx I/t` whatever :math:`\sigma^2`, and a point
-    cloud's :math:`\Sigma_t` collapses to 0 once one point is identified, so the geometric
-    tail spends only :math:`O(\log t_{\max})` steps where little happens.  Equal cost per
-    step is also what keeps the speculation's acceptance even along the grid.
-
-    **End time.**  The output :math:`f(t_N, y_N)` is a weighted average of data points.  For a
-    point cloud, a point at squared distance :math:`\delta^2` from the sampled one keeps the
-    log-weight :math:`-t\delta^2/2 + O(\sqrt{t}\,\delta)`, so with :math:`M` points the output
-    is within :math:`\varepsilon` of a data point once
-    :math:`t\,\delta_{\min}^2/2 \gtrsim \log(M/\varepsilon)`.  For the scikit-learn digits
-    scaled to :math:`[0, 1]^{64}` (:func:`~numpyro_autospec.denoisers.digits_point_cloud`,
-    :math:`M = 1797`, nearest-neighbour :math:`\delta^2` from 0.11 to 4, median 1.0) that is
-    :math:`t \approx 300`; the default :math:`t_{\max} = 1000` leaves a margin for the
-    closest pairs and costs only :math:`\log(251)/\log(26) \approx 1.7` times the steps of
-    :math:`t_{\max} = 100` at equal cost per step.
-
-    **Numerical check** (the sequential Euler-Maruyama chain, 2000 draws per setting, the
-    digits; ``tests/processes/test_diffusion.py`` repeats it with 500 draws).  Distance of
-    :math:`f(t_N, y_N)` to the nearest image, :math:`N = 64` and :math:`256` alike:
-    :math:`t_{\max} = 30`: only 77% of the draws within :math:`10^{-3}` (99% quantile
-    0.39); :math:`t_{\max} = 100`: 99.7% (max 0.11); :math:`t_{\max} = 1000`: all within
-    :math:`6 \cdot 10^{-8}`, float32 rounding.  The law is kept along the grid: with
-    :math:`N = 64` and any :math:`t_{\max}` from 30 to :math:`10^4` the 2000 outputs hit 1198
-    to 1221 distinct images (1206 expected for exact uniform draws) and the class frequencies
-    are within sampling noise (total variation 0.02-0.045), whereas the *uniform* grid with
-    :math:`N = 64` collapses onto 496 distinct images (class TV 0.39) at
-    :math:`t_{\max} = 1000` and 51 at :math:`10^4`: its first step, of length
-    :math:`t_{\max}/N`, runs with the drift frozen at :math:`\mathbb{E}[Y]` far past the time
-    at which the posterior starts to split.
+    **Numerical check** (2000 sequential draws of the digits, :math:`N = 64`; see
+    ``tests/processes/test_diffusion.py``): 77%, 99.7% and 100% of draws within
+    :math:`10^{-3}` of an image at :math:`t_{\max} = 30, 100, 1000`; the uniform grid collapses
+    onto 496 distinct images at :math:`t_{\max} = 1000` (1206 expected).
 
     Example
     -------
