@@ -325,8 +325,12 @@ class AnyOrderAR(OracleDistribution):
 
     @property
     def has_joint_log_prob(self) -> bool:
-        """Whether the oracle has an exact joint ``log_prob`` (:meth:`joint_log_prob` needs it)."""
-        return callable(getattr(self.oracle, "log_prob", None))
+        """Whether the oracle overrides :meth:`AnyOrderOracle.log_prob` with an exact joint
+        (:meth:`joint_log_prob` needs it)."""
+        oracle = self.oracle
+        return isinstance(oracle, AnyOrderOracle) and (
+            type(oracle).log_prob is not AnyOrderOracle.log_prob
+        )
 
     def joint_log_prob(self, value: Array) -> Array:
         r"""The joint :math:`\log \mu(x) = \log \mu(x_{\text{free}} \mid x_{\text{obs}}) +

@@ -107,6 +107,12 @@ class AnyOrderOracle(abc.ABC):
         below ``prefix_lengths[j]`` (block form).  Default: from :meth:`log_marginals`."""
         return marginal_conditionals(self.log_marginals, x, ranks, sites, prefix_lengths)
 
+    def log_prob(self, x: Array) -> Array:
+        """The exact joint :math:`\\log \\mu(x)` of a full configuration ``int[n]``: optional,
+        overridden by an oracle that has one (posterior inference with
+        :class:`~numpyro_autospec.AutospecGibbs` needs it)."""
+        raise NotImplementedError(f"{type(self).__name__} has no exact joint log_prob")
+
     def __call__(self, x: Array, mask: Array) -> Array:
         """The set form, :meth:`log_marginals`."""
         return self.log_marginals(x, mask)
@@ -185,7 +191,16 @@ def as_oracle(
 
 def _warn_undeclared_block_form(oracle) -> None:
     """Warn when ``oracle`` has a ``log_conditionals`` the samplers will not use (not an
-    :class:`AnyOrderOracle`, or no ``scores_blocks = True``)."""
+    :class:`AnyOrderOracle`, or no ``scores_blocks = True``), or a ``log_prob`` that is not
+    :meth:`AnyOrderOracle.log_prob`."""
+    if not isinstance(oracle, AnyOrderOracle) and callable(getattr(type(oracle), "log_prob", None)):
+        warnings.warn(
+            f"{type(oracle).__name__} defines log_prob but is not an AnyOrderOracle: its exact "
+            "joint is not used (AnyOrderAR.log_prob, AutospecGibbs); subclass "
+            "numpyro_autospec.oracles.AnyOrderOracle to declare it",
+            UserWarning,
+            stacklevel=3,
+        )
     method = getattr(type(oracle), "log_conditionals", None)
     if method is None:
         return

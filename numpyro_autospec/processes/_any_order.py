@@ -97,6 +97,7 @@ class AnyOrderProcess:
     batched_queries = False
     #: a speculation reads its answer's rows, already sized by the engine (no ``max_length``)
     bounded_speculation = False
+    discrete_steps = True
 
     def __init__(
         self,
@@ -116,7 +117,7 @@ class AnyOrderProcess:
         self.oracle_name = getattr(log_marginals, "__qualname__", type(log_marginals).__name__)
         self.scores_blocks = bool(self.oracle.scores_blocks)
         #: declared by the oracle: rows per block-form call (``None``: a whole query)
-        self.rows_per_call = getattr(type(self.oracle), "rows_per_call", None)
+        self.rows_per_call = self.oracle.rows_per_call
         if self.oracle.scores_blocks or self.oracle.depends_on_order:
             check_block_form_signature(self.oracle, name=f"site {name!r}: {self.oracle_name}")
         self.num_positions = n

@@ -20,7 +20,8 @@ Conventions
 
 Declared fast paths (class attributes): ``scores_blocks`` (:class:`BlockScoringProcess`),
 ``batched_queries`` (``query_batch`` / ``score_batch`` read the pool's stacked state in place)
-and ``bounded_speculation`` (:class:`BoundedSpeculationProcess`).
+``bounded_speculation`` (:class:`BoundedSpeculationProcess`) and ``discrete_steps``
+(:class:`DiscreteStepProcess`).
 """
 
 from __future__ import annotations
@@ -72,6 +73,9 @@ class Process(Protocol):
     batched_queries: bool
     #: declared fast path: ``spec_sample`` / ``spec_logp`` take a static ``max_length``
     bounded_speculation: bool
+    #: declared: the steps take ``num_categories`` values and the speculation is a product
+    #: over steps (:class:`DiscreteStepProcess`, what token and block verification need)
+    discrete_steps: bool
 
     def init(self, key: Array) -> State:
         """Initial state (any-order: draws the random order and places observed values)."""
@@ -170,7 +174,7 @@ class BoundedSpeculationProcess(Process, Protocol):
 class DiscreteStepProcess(Process, Protocol):
     """A process whose steps take one of ``num_categories`` values and whose speculation is a
     product over steps, as token and block verification
-    (:mod:`numpyro_autospec._core.verification`) need.
+    (:mod:`numpyro_autospec._core.verification`) need; it declares ``discrete_steps = True``.
 
     >>> import jax, jax.numpy as jnp
     >>> from numpyro_autospec.oracles import CurieWeissOracle
@@ -200,8 +204,5 @@ class DiscreteStepProcess(Process, Protocol):
 
 
 def has_discrete_steps(process: Process) -> bool:
-    """Whether ``process`` implements :class:`DiscreteStepProcess` (what verification needs)."""
-    return all(
-        callable(getattr(process, name, None))
-        for name in ("spec_reduce", "step_value", "set_step_value")
-    ) and hasattr(process, "num_categories")
+    """Whether ``process`` declares ``discrete_steps`` (:class:`DiscreteStepProcess`)."""
+    return bool(process.discrete_steps)

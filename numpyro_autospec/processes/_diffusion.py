@@ -136,6 +136,7 @@ class DiffusionProcess:
     scores_blocks = False
     batched_queries = True
     bounded_speculation = True
+    discrete_steps = False
 
     def __init__(
         self,

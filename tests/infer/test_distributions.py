@@ -195,6 +195,34 @@ def test_log_prob_equals_the_table():
     assert np.all(np.isneginf(outside))
 
 
+class _UndeclaredJoint:
+    """The table's set form and joint, without subclassing ``AnyOrderOracle``."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def __call__(self, x, mask):
+        return self.table(x, mask)
+
+    def log_prob(self, x):
+        return self.table.log_prob(x)
+
+
+def test_the_exact_joint_is_the_oracle_s_declared_log_prob():
+    """An oracle's exact joint is its override of ``AnyOrderOracle.log_prob``.  The same table
+    as a plain function has none, and an undeclared ``log_prob`` is not used, with a warning
+    (nothing is looked up by name)."""
+    oracle = random_table(3)
+    as_function = AnyOrderAR(lambda x, mask: oracle(x, mask), N, Q)
+    assert AnyOrderAR(oracle, N, Q).has_joint_log_prob and not as_function.has_joint_log_prob
+    with pytest.raises(NotImplementedError, match="no exact joint"):
+        as_function.joint_log_prob(jnp.zeros(N, jnp.int32))
+    undeclared = AnyOrderAR(_UndeclaredJoint(oracle), N, Q)
+    assert not undeclared.has_joint_log_prob
+    with pytest.warns(UserWarning, match="defines log_prob but is not an AnyOrderOracle"):
+        undeclared.make_process("x")
+
+
 def test_conditional_log_prob_with_observed_entries():
     oracle = random_table(4)
     observed, mask = np.array([2, 0, 1, 0]), np.array([True, False, True, False])
