@@ -30,6 +30,7 @@ from numpyro_autospec._core.rejection import (
     speculation_accepts,
     trial_keys,
 )
+from numpyro_autospec._core.root_policy import wants_lookahead
 from numpyro_autospec._core.verification import VERIFIERS
 from numpyro_autospec.config import SamplerConfig
 from numpyro_autospec.processes._base import has_discrete_steps
@@ -160,9 +161,6 @@ class _Sampler:
         self.block_scoring = self.p.block_scoring
         self.leaf = self.policy.leaf_size
 
-    def _wants_lookahead(self, end: int) -> bool:
-        return end < self.n or (end == self.n and self.final_query)
-
     def sample_block(self, key, x, a: int, m: int, answer) -> _Result:
         """SAMPLE(x, a, m): ``x`` with steps ``[a, a+m)`` drawn exactly from mu(block | prefix)."""
         p = self.p
@@ -182,7 +180,7 @@ class _Sampler:
             answer = p.query(x, a)
             rounds, queries = 1, 1
         # speculate x' ~ nu and score it: one round, m - 1 new queries (+1 lookahead)
-        lookahead = self._wants_lookahead(a + m)
+        lookahead = wants_lookahead(a + m, self.n, self.final_query)
         x_spec, log_mu, answer_next, accepted, k_residual = p.speculate(
             key, x, a, m, answer, lookahead
         )
@@ -220,7 +218,7 @@ class _Sampler:
         if answer is None:
             answer = self.p.query(x, c)
             rounds, queries = 1, 1
-        lookahead = self._wants_lookahead(e)
+        lookahead = wants_lookahead(e, self.n, self.final_query)
         x, kept, answer_next = self.p.window(
             key, x, c, e - c, answer, self.policy.max_window, self.policy.rule, lookahead
         )

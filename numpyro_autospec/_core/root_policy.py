@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 
-__all__ = ["AfterWindow", "RootPolicy"]
+__all__ = ["AfterWindow", "RootPolicy", "wants_lookahead"]
 
 
 class RootPolicy(NamedTuple):
@@ -94,6 +94,16 @@ class RootPolicy(NamedTuple):
             )
         advanced, windows = advanced + stop - start, windows + 1
         return AfterWindow(fallback, self.next_window(window, advanced, windows), advanced, windows)
+
+
+def wants_lookahead(end, num_steps: int, final_query: bool):
+    """Whether a block ending at ``end`` also queries the next step (the lookahead): a step
+    follows, or the process's output needs ``query(x, N)``.  Python ints or traced arrays.
+
+    >>> wants_lookahead(3, 4, False), wants_lookahead(4, 4, False), wants_lookahead(4, 4, True)
+    (True, False, True)
+    """
+    return (end < num_steps) | ((end == num_steps) & final_query)
 
 
 def _is_python_int(*values) -> bool:

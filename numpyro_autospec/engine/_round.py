@@ -14,11 +14,11 @@ import jax
 import jax.numpy as jnp
 from jax import Array
 
+from numpyro_autospec._core.root_policy import wants_lookahead
 from numpyro_autospec.engine._compact import count_at_most, running_sum, segment_total
 from numpyro_autospec.engine._plan import Plan
 from numpyro_autospec.engine._pool import Meta, Pool, Status, pack, repack, unflatten, unpack
 from numpyro_autospec.engine._sharding import sharded_batch
-from numpyro_autospec.engine._tasks import wants_lookahead
 from numpyro_autospec.engine._trials import next_buffer
 from numpyro_autospec.errors import nonfinite_defect
 
@@ -46,7 +46,7 @@ def demand(plan: Plan, meta: Meta) -> Demand:
     leaf = (status == Status.LEAF) & (meta.has_answer == 0)
     scoring = status == Status.SCORING
     final = status == Status.NEED_FINAL
-    lookahead = scoring & wants_lookahead(plan, meta.block_end)
+    lookahead = scoring & wants_lookahead(meta.block_end, plan.num_steps, plan.final_query)
     spec_rows = jnp.where(
         need_answer, length, jnp.where(scoring, jnp.maximum(meta.next_rows, 1), 1)
     )
@@ -260,7 +260,9 @@ def query_round(context, pool: Pool, counters, defect: Array, quiet: Array):
         counted = _counted(plan, meta, need, served, None)
     added_queries, added_conditionals = counted
     status = meta.status
-    lookahead = (status == Status.SCORING) & wants_lookahead(plan, meta.block_end)
+    lookahead = (status == Status.SCORING) & wants_lookahead(
+        meta.block_end, plan.num_steps, plan.final_query
+    )
     arrived = jnp.where(status == Status.NEED_FINAL, Status.DONE, status)
     arrived = jnp.where(status == Status.SCORING, Status.SCORED, arrived)
     arrived = jnp.where(status == Status.NEED_ANSWER, Status.START, arrived)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from jax import Array
 
 from numpyro_autospec._core.rejection import residual_log_accept_prob, speculation_log_accept_prob
-from numpyro_autospec._core.root_policy import RootPolicy
+from numpyro_autospec._core.root_policy import RootPolicy, wants_lookahead
 from numpyro_autospec._core.verification import VERIFIERS
 from numpyro_autospec.engine._plan import Plan
 from numpyro_autospec.engine._pool import NO_TRIAL, Meta, Scores, Status, choose, flatten, unflatten
@@ -28,7 +28,6 @@ __all__ = [
     "block_key",
     "next_root_block",
     "rows_after_block",
-    "wants_lookahead",
 ]
 
 
@@ -62,11 +61,6 @@ class RootBlock(NamedTuple):
     window: Array
     advanced: Array
     windows: Array
-
-
-def wants_lookahead(plan: Plan, end: Array) -> Array:
-    """Whether a block ending at ``end`` also queries the next step (the lookahead)."""
-    return (end < plan.num_steps) | ((end == plan.num_steps) & plan.final_query)
 
 
 def materialized(tree):
@@ -150,7 +144,7 @@ def _verify(plan: Plan, process, lane: Lane, x, key_verify: Array):
 def scoring_items(plan: Plan, meta: Meta) -> Array:
     """Items of a speculated block's scoring query: ``m - 1`` steps and the lookahead."""
     length = meta.block_end - meta.block_start
-    lookahead = wants_lookahead(plan, meta.block_end)
+    lookahead = wants_lookahead(meta.block_end, plan.num_steps, plan.final_query)
     spec = jnp.maximum(meta.next_rows, 1) if plan.block_mode else 1
     return length - 1 + jnp.where(lookahead, spec, 0)
 
