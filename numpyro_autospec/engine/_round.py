@@ -115,13 +115,12 @@ def _items(plan: Plan, meta: Meta, need: Demand, cumulative: Array) -> Array:
 def _counted(plan: Plan, meta: Meta, need: Demand, after: Array, answered_now: Array | None):
     """The round's queries and conditionals per draw, from the items served before
     (``meta.served``) and ``after`` it: a block-mode query counts once, else every item."""
+    before = meta.served
     if plan.block_mode:
-        before = meta.served
         rows = after - before
         queries = ((before == 0) & ((rows > 0) | answered_now)).astype(jnp.int32)
         spec = answered_now
     else:
-        before = meta.served
         rows = jnp.clip(after, 0, need.scoring) - jnp.clip(before, 0, need.scoring)
         spec = need.has_spec & (before <= need.scoring) & (after > need.scoring)
         queries = rows + spec

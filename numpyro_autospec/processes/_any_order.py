@@ -198,7 +198,12 @@ class AnyOrderProcess:
 
     def score_block(self, x: AnyOrderState, a: Array, num_rows: int) -> Array:
         """The target rows of steps ``a..a+num_rows-1``: one ``log_conditionals`` call."""
-        positions = self._positions(a, num_rows)
+        return self._target_rows(x, a + jnp.arange(num_rows, dtype=jnp.int32))
+
+    def _target_rows(self, x: AnyOrderState, steps: Array) -> Array:
+        """Row ``j``: the conditional of the site of step ``steps[j]`` given the sites fixed
+        before it, in one ``log_conditionals`` call."""
+        positions = jnp.minimum(self.num_observed + steps, self.num_positions - 1)
         return self.oracle.log_conditionals(x.values, x.rank, x.order[positions], positions)
 
     def score_and_query(
@@ -206,18 +211,16 @@ class AnyOrderProcess:
     ) -> tuple[Array, Array]:
         """The target rows of ``steps`` (``[L, q]``) and ``query(x, k, num_rows)``: one
         ``log_conditionals`` call for an order-dependent oracle, else one call of each form."""
-        positions = jnp.minimum(self.num_observed + steps, self.num_positions - 1)
-        prefix = self.num_observed + steps
         if not self.oracle.depends_on_order:
-            rows = self.oracle.log_conditionals(x.values, x.rank, x.order[positions], prefix)
-            return rows, self.query(x, k, num_rows)
+            return self._target_rows(x, steps), self.query(x, k, num_rows)
+        positions = jnp.minimum(self.num_observed + steps, self.num_positions - 1)
         answer_positions = self._positions(k, num_rows)
         answer_prefix = jnp.full((num_rows,), self.num_observed + k, jnp.int32)
         rows = self.oracle.log_conditionals(
             x.values,
             x.rank,
             x.order[jnp.concatenate([positions, answer_positions])],
-            jnp.concatenate([prefix, answer_prefix]),
+            jnp.concatenate([positions, answer_prefix]),
         )
         return rows[: steps.shape[0]], rows[steps.shape[0] :]
 
