@@ -27,7 +27,7 @@ GUIDE = os.path.join(
     os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "docs", "numpyro.md"
 )
 
-# Issue 4, "Done means": must work as written.
+# The guide's first snippet, as a user types it: it must run as written.
 GUIDE_SNIPPET = """
 import jax, numpyro
 from numpyro.infer import MCMC
